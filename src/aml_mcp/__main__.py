@@ -1,0 +1,3 @@
+from aml_mcp.cli import main
+
+raise SystemExit(main())

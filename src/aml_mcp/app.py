@@ -1,0 +1,114 @@
+"""The composition root: `build_app(settings)` wires every part of the server together.
+
+Nothing else in the package constructs long-lived collaborators; each module receives what it
+needs from here, so the wiring of the whole server can be read in one place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Route
+
+from aml_mcp.catalog import Catalog
+from aml_mcp.config import Settings
+from aml_mcp.http.endpoint import Admission, McpEndpoint, OpenAdmission
+from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
+from aml_mcp.http.health import ReadinessProbe, healthz, readyz
+from aml_mcp.protocol.server import build_server
+from aml_mcp.secrets_store import load_or_create_secret
+from aml_mcp.subscriptions.bus import LocalEventBus
+from aml_mcp.subscriptions.events import ListChanged
+from aml_mcp.subscriptions.listen import ListenHandler, ListenParams
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """Handles the process entry point needs on a running app (kept on `app.state.runtime`)."""
+
+    shutdown_hooks: list[Callable[[], None]] = field(default_factory=list)
+
+    def begin_shutdown(self) -> None:
+        """Called as soon as a stop signal arrives, before the HTTP server waits for open requests."""
+        for hook in self.shutdown_hooks:
+            try:
+                hook()
+            except Exception:
+                logger.exception("shutdown hook raised")
+
+
+def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlette:
+    """Build the ASGI application described by `settings`, serving `catalog`."""
+    catalog = catalog if catalog is not None else Catalog()
+    data_dir = settings.ensure_data_dir()
+    runtime = Runtime()
+
+    bus = LocalEventBus()
+    catalog.tools.changes.add(lambda: bus.publish(ListChanged("tools")))
+    served = {"tools"}
+    if catalog.prompts is not None:
+        catalog.prompts.changes.add(lambda: bus.publish(ListChanged("prompts")))
+        served.add("prompts")
+    if catalog.resources is not None:
+        catalog.resources.changes.add(lambda: bus.publish(ListChanged("resources")))
+        served.add("resources")
+    listen = ListenHandler(bus, served=frozenset(served))
+    runtime.shutdown_hooks.append(listen.close_all)
+
+    admission: Admission = OpenAdmission()
+    server = build_server(
+        catalog=catalog,
+        list_ttl_ms=settings.list_ttl_ms,
+        cache_scope="public",
+        request_state_keys=[load_or_create_secret(data_dir / "keys" / "request-state.key")],
+    )
+    server.add_request_handler("subscriptions/listen", ListenParams, listen)
+
+    plain = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
+    streaming = StreamableHTTPSessionManager(app=server, json_response=False, stateless=True)
+    endpoint = McpEndpoint(
+        plain=plain, streaming=streaming, admission=admission, max_body_bytes=settings.max_body_bytes
+    )
+
+    async def data_dir_writable() -> None:
+        probe = data_dir / ".ready"
+        probe.write_bytes(b"")
+        probe.unlink()
+
+    probes: list[tuple[str, ReadinessProbe]] = [("data_dir", data_dir_writable)]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with plain.run(), streaming.run():
+            yield
+            runtime.begin_shutdown()
+
+    middleware = []
+    if settings.dns_rebinding_protection:
+        middleware.append(
+            Middleware(
+                HostOriginGuard,
+                hosts=default_hosts(settings.resource_url) + settings.allowed_hosts,
+                origins=default_origins(settings.resource_url) + settings.allowed_origins,
+            )
+        )
+    app = Starlette(
+        routes=[
+            Route("/mcp", endpoint),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz(probes), methods=["GET"]),
+        ],
+        middleware=middleware,
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    app.state.settings = settings
+    return app

@@ -1,0 +1,110 @@
+"""Settings: embedded defaults, overridden by an optional TOML file, then by `AML_MCP_*` variables.
+
+Precedence, lowest first: defaults < `--config FILE` (TOML) < environment < command-line flags.
+Nested groups use `__` in variable names, e.g. `AML_MCP_AUTH__ENABLED=false`.
+Every field here is documented in README.md; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+MIB = 1024 * 1024
+
+
+class Settings(BaseSettings):
+    """Everything the composition root needs to build the server."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AML_MCP_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    host: str = "127.0.0.1"
+    """Interface to bind. Anything but loopback requires authentication to be on."""
+    port: int = Field(default=8000, ge=0, le=65535)
+    data_dir: Path = Path("var")
+    """Holds everything the server persists; created if missing."""
+    public_url: str | None = None
+    """This server's canonical MCP endpoint URI (the RFC 8707 resource); default http://HOST:PORT/mcp."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Extra Host header values accepted besides loopback ones ("name:*" allows any port)."""
+    allowed_origins: list[str] = Field(default_factory=list)
+    """Extra Origin values accepted besides loopback ones ("http://name:*" allows any port)."""
+    dns_rebinding_protection: bool = True
+    max_body_bytes: int = Field(default=1 * MIB, gt=0)
+    list_ttl_ms: int = Field(default=60_000, ge=0)
+    """Freshness hint (`ttlMs`) on tools/list, prompts/list, resources/* and server/discover results."""
+    shutdown_timeout_seconds: float = Field(default=10.0, gt=0)
+    """How long a SIGTERM waits for in-flight requests and open streams before closing them."""
+    log_level: str = "info"
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.lower()
+        if level not in {"critical", "error", "warning", "info", "debug"}:
+            raise ValueError("log_level must be one of critical, error, warning, info, debug")
+        return level
+
+    @property
+    def resource_url(self) -> str:
+        """The canonical URI of the MCP endpoint: what tokens must name as their audience."""
+        if self.public_url:
+            return self.public_url
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/mcp"
+
+    @property
+    def binds_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def ensure_data_dir(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return self.data_dir
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from defaults, an optional TOML file, the environment and explicit overrides.
+
+    Overrides are the command-line flags the user actually gave (pass only those), so they win
+    over everything else.
+    """
+    given = {key: value for key, value in overrides.items() if value is not None}
+    if config_file is None:
+        return Settings(**given)
+    if not config_file.is_file():
+        raise FileNotFoundError(f"config file not found: {config_file}")
+
+    class _WithToml(Settings):
+        model_config = SettingsConfigDict(toml_file=config_file)
+
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    return _WithToml(**given)

@@ -1,0 +1,164 @@
+"""The `/mcp` endpoint: the checks that belong to HTTP, then the SDK's stateless entry.
+
+Order of work for one POST: method → body (bounded) → admission (who is calling, may they make
+this request) → protocol-version header → hand over to the SDK. Plain requests go to an SDK
+entry in JSON response mode (half the cost of SSE mode); requests that stream — a listen, or a
+call that asked for progress or log messages — go to one in SSE mode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import HEADER_MISMATCH, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from aml_mcp.http.responses import jsonrpc_error, request_id_of
+from aml_mcp.principal import LOCAL_PRINCIPAL, PRINCIPAL_SCOPE_KEY, Principal
+
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
+
+
+class Admission(Protocol):
+    """Decides who is calling and whether they may make this request.
+
+    Returns the verified principal, or the HTTP response that refuses the request (401/403 with
+    their `WWW-Authenticate` challenge). `message` is the decoded JSON body, or `None` when the
+    body is not JSON (the protocol layer answers that with a parse error once admitted).
+    """
+
+    async def admit(self, request: Request, message: Any) -> Principal | Response: ...
+
+
+class OpenAdmission:
+    """Authentication off: every request is the local principal. Only ever used on loopback."""
+
+    async def admit(self, request: Request, message: Any) -> Principal | Response:
+        return LOCAL_PRINCIPAL
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(receive: Receive, headers: Mapping[str, str], limit: int) -> bytes:
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def streams(message: Any) -> bool:
+    """Whether the answer to this request is a stream of messages rather than one JSON body."""
+    if not isinstance(message, dict):
+        return False
+    if message.get("method") == "subscriptions/listen":
+        return True
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and ("progressToken" in meta or LOG_LEVEL_KEY in meta)
+
+
+def _version_refusal(header: str | None, message: Any) -> Response | None:
+    """This server speaks only the stateless revision; the SDK would serve older headers on a legacy path."""
+    request_id = request_id_of(message)
+    if header is None:
+        return jsonrpc_error(
+            400, HEADER_MISMATCH, "MCP-Protocol-Version header is required", request_id=request_id
+        )
+    if header not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    body_version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
+    if body_version is not None and body_version != header:
+        return jsonrpc_error(
+            400,
+            HEADER_MISMATCH,
+            "mcp-protocol-version header does not match the request envelope's protocol version",
+            request_id=request_id,
+        )
+    return jsonrpc_error(
+        400,
+        UNSUPPORTED_PROTOCOL_VERSION,
+        "Unsupported protocol version",
+        request_id=request_id,
+        data={"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": header},
+    )
+
+
+class McpEndpoint:
+    """ASGI app for `/mcp`."""
+
+    def __init__(
+        self,
+        *,
+        plain: StreamableHTTPSessionManager,
+        streaming: StreamableHTTPSessionManager,
+        admission: Admission,
+        max_body_bytes: int,
+    ) -> None:
+        self.plain = plain
+        self.streaming = streaming
+        self.admission = admission
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        if request.method != "POST":
+            # No standalone GET stream and no DELETE of a session at this revision.
+            await Response(status_code=405, headers={"Allow": "POST"})(scope, receive, send)
+            return
+        try:
+            body = await read_body(receive, request.headers, self.max_body_bytes)
+        except BodyTooLarge:
+            refusal = jsonrpc_error(413, INVALID_REQUEST, f"Request body exceeds {self.max_body_bytes} bytes")
+            await refusal(scope, receive, send)
+            return
+        try:
+            message: Any = json.loads(body)
+        except (ValueError, RecursionError):
+            message = None
+
+        verdict = await self.admission.admit(request, message)
+        if isinstance(verdict, Response):
+            await verdict(scope, receive, send)
+            return
+        scope[PRINCIPAL_SCOPE_KEY] = verdict
+
+        version_refusal = _version_refusal(request.headers.get("mcp-protocol-version"), message)
+        if version_refusal is not None:
+            await version_refusal(scope, receive, send)
+            return
+
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        manager = self.streaming if streams(message) else self.plain
+        await manager.handle_request(scope, replay, send)

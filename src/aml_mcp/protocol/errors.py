@@ -1,0 +1,27 @@
+"""JSON-RPC errors this server raises, built in one place so their shapes never drift."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+def missing_capability(required: dict[str, Any], what: str) -> MCPError:
+    """-32021: the request needs a client capability the request's `_meta` did not declare."""
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=f"Missing required client capability: {what}",
+        data={"requiredCapabilities": required},
+    )
+
+
+def missing_tasks_extension() -> MCPError:
+    return missing_capability({"extensions": {TASKS_EXTENSION: {}}}, TASKS_EXTENSION)
+
+
+def invalid_params(message: str, data: Any = None) -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message=message, data=data)

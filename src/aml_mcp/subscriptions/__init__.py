@@ -1,0 +1,1 @@
+"""`subscriptions/listen`: the event bus and the stream handler."""
