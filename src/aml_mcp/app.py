@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
+from aml_mcp.access import ScopeRules, tool_scope_rule
 from aml_mcp.catalog import Catalog
 from aml_mcp.config import Settings
 from aml_mcp.http.endpoint import Admission, McpEndpoint, OpenAdmission
@@ -23,6 +24,7 @@ from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import ReadinessProbe, healthz, readyz
 from aml_mcp.protocol.server import build_server
 from aml_mcp.secrets_store import load_or_create_secret
+from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.subscriptions.bus import LocalEventBus
 from aml_mcp.subscriptions.events import ListChanged
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams
@@ -50,6 +52,11 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     catalog = catalog if catalog is not None else Catalog()
     data_dir = settings.ensure_data_dir()
     runtime = Runtime()
+    database = SqliteDatabase(data_dir / "aml-mcp.db")
+    # (component, steps): each durable component's schema, brought up to date before the first request.
+    migrations: list[tuple[str, list[str]]] = []
+    scope_rules = ScopeRules()
+    scope_rules.add("tools/call", tool_scope_rule(catalog.tools))
 
     bus = LocalEventBus()
     catalog.tools.changes.add(lambda: bus.publish(ListChanged("tools")))
@@ -78,18 +85,19 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         plain=plain, streaming=streaming, admission=admission, max_body_bytes=settings.max_body_bytes
     )
 
-    async def data_dir_writable() -> None:
-        probe = data_dir / ".ready"
-        probe.write_bytes(b"")
-        probe.unlink()
-
-    probes: list[tuple[str, ReadinessProbe]] = [("data_dir", data_dir_writable)]
+    probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with plain.run(), streaming.run():
-            yield
-            runtime.begin_shutdown()
+        database.open()
+        try:
+            for component, steps in migrations:
+                await database.migrate(component, steps)
+            async with plain.run(), streaming.run():
+                yield
+                runtime.begin_shutdown()
+        finally:
+            database.close()
 
     middleware = []
     if settings.dns_rebinding_protection:

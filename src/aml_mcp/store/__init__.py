@@ -1,0 +1,1 @@
+"""Persistence: the database handle every durable component shares, and its migrations."""
