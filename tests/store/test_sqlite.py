@@ -31,7 +31,9 @@ async def db(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 async def test_migrations_apply_once_and_record_versions(db: SqliteDatabase) -> None:
     assert await db.migrate("test", STEPS) == 2
-    rows = await db.read(lambda c: c.execute("SELECT version FROM schema_migrations WHERE component='test'").fetchall())
+    rows = await db.read(
+        lambda c: c.execute("SELECT version FROM schema_migrations WHERE component='test'").fetchall()
+    )
     assert [r[0] for r in rows] == [1, 2]
 
 

@@ -1,0 +1,46 @@
+"""A real uvicorn server on 127.0.0.1 (random port) in a background thread, for tests over real HTTP."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from types import TracebackType
+
+import uvicorn
+from starlette.types import ASGIApp
+
+
+class LiveServer:
+    """Serves `app` on 127.0.0.1 with lifespan on; use as a context manager.
+
+    `url` is the base URL (no path). The server stops (graceful, lifespan shutdown) on exit.
+    """
+
+    def __init__(self, app: ASGIApp, *, startup_timeout: float = 15.0) -> None:
+        self.app = app
+        self.startup_timeout = startup_timeout
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port: int = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self._thread.start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("test server failed to start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=30)
+        self._sock.close()
