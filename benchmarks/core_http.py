@@ -1,0 +1,155 @@
+"""Core benchmark: a trivial synchronous tools/call through the whole aml-mcp stack, against a bare
+Starlette endpoint that parses the same JSON-RPC body and answers the same result (the ceiling
+for Python ASGI on this machine), in the same run.
+
+    .venv/bin/python benchmarks/core_http.py [--duration 5] [--connections 1 8]
+
+Both servers run under uvicorn in their own process (pinned to one core where possible; the
+load generator takes the other). Prints throughput, p50/p99 latency and server CPU per request
+for each, and our/bare ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loadgen import build_request, pin_to, run_load, summarize_ratio
+
+PROTOCOL = "2026-07-28"
+CALL = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {
+        "name": "test_simple_text",
+        "arguments": {},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    },
+}
+HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": PROTOCOL,
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "test_simple_text",
+}
+
+
+def bare_app():  # type: ignore[no-untyped-def]
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def endpoint(request: Request) -> Response:
+        message = json.loads(await request.body())
+        result = {
+            "content": [{"type": "text", "text": "This is a simple text response for testing."}],
+            "isError": False,
+            "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "aml-mcp", "version": "0.1.0"}},
+        }
+        body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}, separators=(",", ":"))
+        return Response(body, media_type="application/json")
+
+    return Starlette(routes=[Route("/mcp", endpoint, methods=["POST"])])
+
+
+def aml_app(data_dir: Path):  # type: ignore[no-untyped-def]
+    from aml_mcp.app import build_app
+    from aml_mcp.config import Settings
+    from aml_mcp.conformance.fixtures import fixture_catalog
+
+    return build_app(Settings(data_dir=data_dir, log_level="warning"), catalog=fixture_catalog())
+
+
+def serve(kind: str, port: int, cpu: int) -> None:
+    import uvicorn
+
+    pin_to([cpu])
+    app = bare_app() if kind == "bare" else aml_app(Path(tempfile.mkdtemp(prefix="aml-bench-")))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(kind: str, cpu: int) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", kind, "--port", str(port), "--cpu", str(cpu)]
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{kind} server did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--serve", choices=["bare", "aml"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--cpu", type=int, default=1)
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--connections", type=int, nargs="+", default=[1, 8])
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.port, args.cpu)
+        return
+
+    cores = sorted(os.sched_getaffinity(0))
+    server_cpu, client_cpu = cores[-1], cores[0]
+    pin_to([client_cpu])
+    body = json.dumps(CALL, separators=(",", ":")).encode()
+
+    def ok(status: int, payload: bytes) -> bool:
+        return status == 200 and b'"resultType":"complete"' in payload
+
+    print(f"cores: server on {server_cpu}, load generator on {client_cpu}; {args.duration:.0f} s per run")
+    for connections in args.connections:
+        results = {}
+        for kind in ("bare", "aml"):
+            proc, port = start(kind, server_cpu)
+            request = build_request("127.0.0.1", port, "/mcp", body, HEADERS)
+            try:
+                results[kind] = asyncio.run(
+                    run_load(
+                        "127.0.0.1",
+                        port,
+                        lambda _, request=request: request,
+                        connections=connections,
+                        duration=args.duration,
+                        server_pid=proc.pid,
+                        ok=ok,
+                    )
+                )
+            finally:
+                proc.terminate()
+                proc.wait(10)
+            print(results[kind].row(f"{kind} (c={connections})"))
+        print(summarize_ratio(f"aml-mcp vs bare (c={connections})", results["aml"], results["bare"]))
+
+
+if __name__ == "__main__":
+    main()
