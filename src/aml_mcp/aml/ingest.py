@@ -1,0 +1,167 @@
+"""JSONL ingestion: validate every row, then write all of a file or none of it.
+
+Why all-or-nothing: a bank that loads a file with one malformed row must not end up with a
+half-loaded case whose SAR is then drafted from partial notes. So every row is parsed and
+validated first, every bad row is reported with its line number and reason, and only a fully
+valid file is embedded and written, in one transaction. Re-ingesting a note id replaces it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from pydantic import ValidationError
+
+from aml_mcp.aml.embeddings import Embedder, StaticEmbedder
+from aml_mcp.aml.notes import CaseNote, InvalidTenantError, validate_tenant
+from aml_mcp.aml.store import NoteStore
+
+MAX_FILE_BYTES = 2 * 1024**3
+"""A sanity bound: larger exports should be split by the bank (ingest holds a file in memory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowError:
+    """Why one line of the file was refused (line numbers start at 1, as editors show them)."""
+
+    line: int
+    reason: str
+
+
+@dataclass(slots=True)
+class IngestReport:
+    """What an ingest did; `ok` is false when nothing was written."""
+
+    path: str
+    tenant: str
+    rows: int = 0
+    inserted: int = 0
+    replaced: int = 0
+    errors: list[RowError] = field(default_factory=list)
+    fatal: str | None = None
+    """A file-level failure (unreadable, not UTF-8, too large) instead of row errors."""
+
+    @property
+    def ok(self) -> bool:
+        return self.fatal is None and not self.errors
+
+    def render(self) -> str:
+        """Human-readable summary, one bad row per line."""
+        if self.fatal is not None:
+            return f"{self.path}: not ingested: {self.fatal}"
+        if self.errors:
+            head = f"{self.path}: not ingested: {len(self.errors)} bad row(s) of {self.rows}"
+            lines = [f"{head}; nothing was changed"]
+            lines += [f"  line {e.line}: {e.reason}" for e in self.errors]
+            return "\n".join(lines)
+        return (
+            f"{self.path}: ingested {self.rows} note(s) for tenant {self.tenant!r} "
+            f"({self.inserted} new, {self.replaced} replaced)"
+        )
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(p) for p in err["loc"]) or "row"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def parse_lines(lines: Iterable[str]) -> tuple[list[CaseNote], list[RowError], int]:
+    """Validate JSONL lines: the notes, the bad rows, and the number of non-blank rows.
+
+    Blank lines are skipped. A note id that appears twice in one file is an error on the second
+    line (which one should win would be a guess).
+    """
+    notes: list[CaseNote] = []
+    errors: list[RowError] = []
+    seen: dict[str, int] = {}
+    rows = 0
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        rows += 1
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            errors.append(RowError(number, f"not valid JSON: {exc.msg} at column {exc.colno}"))
+            continue
+        if not isinstance(data, dict):
+            errors.append(RowError(number, f"expected a JSON object, got {type(data).__name__}"))
+            continue
+        try:
+            note = CaseNote.model_validate(data)
+        except ValidationError as exc:
+            errors.append(RowError(number, _describe(exc)))
+            continue
+        first = seen.setdefault(note.note_id, number)
+        if first != number:
+            errors.append(RowError(number, f"note_id {note.note_id!r} already appears on line {first}"))
+            continue
+        notes.append(note)
+    return notes, errors, rows
+
+
+def write_notes(
+    store: NoteStore, tenant: str, notes: Sequence[CaseNote], embedder: Embedder
+) -> tuple[int, int]:
+    """Embed and store validated notes in one transaction; returns (inserted, replaced)."""
+    if not notes:
+        return 0, 0
+    vectors = embedder.encode([n.text for n in notes])
+    replaced = store.tenant(tenant).replace_notes(notes, vectors)
+    return len(notes) - replaced, replaced
+
+
+def ingest_file(path: Path, tenant: str, store: NoteStore, embedder: Embedder) -> IngestReport:
+    """Validate `path` (JSONL) and, only if every row is valid, store all its notes for `tenant`."""
+    report = IngestReport(path=str(path), tenant=tenant)
+    try:
+        validate_tenant(tenant)
+        if path.stat().st_size > MAX_FILE_BYTES:
+            report.fatal = f"file is larger than {MAX_FILE_BYTES} bytes; split it"
+            return report
+        with path.open(encoding="utf-8") as handle:
+            notes, errors, rows = parse_lines(handle)
+    except InvalidTenantError as exc:
+        report.fatal = str(exc)
+        return report
+    except UnicodeDecodeError as exc:
+        report.fatal = f"not UTF-8 text (byte {exc.start})"
+        return report
+    except OSError as exc:
+        report.fatal = f"cannot read the file: {exc.strerror or exc}"
+        return report
+    report.rows = rows
+    report.errors = errors
+    if errors:
+        return report
+    if not notes:
+        report.fatal = "the file holds no notes"
+        return report
+    report.inserted, report.replaced = write_notes(store, tenant, notes, embedder)
+    return report
+
+
+def run_ingest(path: Path, tenant: str, data_dir: Path, out: TextIO | None = None) -> int:
+    """What `aml-mcp ingest FILE --tenant T [--data-dir D]` runs: prints the report, returns the exit code.
+
+    Exit codes: 0 ingested, 1 nothing ingested (bad rows or unreadable file).
+    """
+    stream = out if out is not None else sys.stdout
+    try:
+        validate_tenant(tenant)
+    except InvalidTenantError as exc:
+        print(f"{path}: not ingested: {exc}", file=stream)
+        return 1
+    embedder = StaticEmbedder.load()
+    with NoteStore.open(data_dir) as store:
+        report = ingest_file(path, tenant, store, embedder)
+    print(report.render(), file=stream)
+    return 0 if report.ok else 1

@@ -1,0 +1,550 @@
+"""SQLite storage for case notes, partitioned by tenant in every statement.
+
+Why this shape:
+
+* One `notes.db` file (WAL) in the data directory keeps the embedded default a single process
+  with nothing to run beside it.
+* Every tenant gets its **own FTS5 table** (`notes_fts_<n>`, `n` an integer the store mints), so a
+  lexical query for one bank physically cannot read another bank's index, and BM25 statistics
+  (document frequencies, average length) are each bank's own. Every other statement filters on
+  `tenant_id` as well.
+* Reads are only reachable through `TenantNotes`, which `NoteStore.tenant()` hands out for one
+  validated tenant id: there is no method that searches without one.
+* Note embeddings are computed by the caller at ingest and stored as float16 blobs beside the
+  note; the store never computes them. A tenant's vectors are loaded into memory lazily on first
+  use and reloaded only when that tenant's generation counter moves (any write bumps it).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from aml_mcp.aml.notes import CaseNote, Subject, validate_tenant
+
+DB_FILE_NAME = "notes.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tenants (
+    tenant_id   INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL UNIQUE,
+    generation  INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS notes (
+    rowid        INTEGER PRIMARY KEY,
+    tenant_id    INTEGER NOT NULL REFERENCES tenants(tenant_id),
+    note_id      TEXT NOT NULL,
+    case_id      TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    created_ts   REAL NOT NULL,
+    typologies   TEXT NOT NULL,
+    text         TEXT NOT NULL,
+    subjects     TEXT NOT NULL,
+    identifiers  TEXT NOT NULL,
+    doc          TEXT NOT NULL,
+    embedding    BLOB NOT NULL,
+    UNIQUE (tenant_id, note_id)
+);
+CREATE INDEX IF NOT EXISTS notes_case ON notes (tenant_id, case_id);
+CREATE TABLE IF NOT EXISTS note_identifiers (
+    tenant_id  INTEGER NOT NULL,
+    value      TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    note_rowid INTEGER NOT NULL REFERENCES notes(rowid) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS note_identifiers_lookup ON note_identifiers (tenant_id, value);
+CREATE INDEX IF NOT EXISTS note_identifiers_note ON note_identifiers (note_rowid);
+"""
+
+_FTS_COLUMNS = ("text", "subjects", "identifiers")
+"""FTS5 columns; `bm25()` weights in `LexicalQuery` follow this order."""
+
+
+def normalise_identifier(value: str) -> str:
+    """Identifiers compare case- and spacing-insensitively: `"acc 00123"` finds `"ACC-00123"`."""
+    return "".join(ch for ch in value.casefold() if ch.isalnum())
+
+
+def normalise_name(value: str) -> str:
+    """Names compare on lower-cased words: `"SMITH,  John"` is not `"John Smith"`, but case is free."""
+    return " ".join("".join(ch if ch.isalnum() else " " for ch in value.casefold()).split())
+
+
+@dataclass(frozen=True, slots=True)
+class StoredNote:
+    """A note as stored for one tenant, with the store's row id (stable until the note is replaced)."""
+
+    rowid: int
+    note: CaseNote
+
+
+@dataclass(frozen=True, slots=True)
+class TenantVectors:
+    """A tenant's note vectors and the metadata dense search filters on, held in memory together.
+
+    Arrays are aligned by row: `rowids[i]` is the note whose vector is `matrix[i]`.
+    """
+
+    generation: int
+    rowids: npt.NDArray[np.int64]
+    matrix: npt.NDArray[np.float32]
+    created_ts: npt.NDArray[np.float64]
+    case_rows: dict[str, npt.NDArray[np.int64]]
+    """Row positions of each case's notes, so a case filter costs a dict lookup."""
+    typology_rows: dict[str, npt.NDArray[np.int64]]
+
+
+@dataclass(frozen=True, slots=True)
+class NoteFilter:
+    """Optional restrictions every search path applies the same way."""
+
+    date_from_ts: float | None = None
+    date_to_ts: float | None = None
+    typology: str | None = None
+    case_id: str | None = None
+
+    def sql(self) -> tuple[str, list[object]]:
+        """A SQL fragment (starting with `AND` or empty) over table alias `n`, and its parameters."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.date_from_ts is not None:
+            clauses.append("n.created_ts >= ?")
+            params.append(self.date_from_ts)
+        if self.date_to_ts is not None:
+            clauses.append("n.created_ts <= ?")
+            params.append(self.date_to_ts)
+        if self.case_id is not None:
+            clauses.append("n.case_id = ?")
+            params.append(self.case_id)
+        if self.typology is not None:
+            clauses.append("n.typologies LIKE ? ESCAPE '\\'")
+            escaped = self.typology.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            params.append(f"%|{escaped}|%")
+        return "".join(f" AND {c}" for c in clauses), params
+
+    def mask(self, vectors: TenantVectors) -> npt.NDArray[np.bool_] | None:
+        """The rows of `vectors` that pass, or `None` when nothing is filtered."""
+        if self.date_from_ts is None and self.date_to_ts is None and not self.typology and not self.case_id:
+            return None
+        keep = np.ones(len(vectors.rowids), dtype=np.bool_)
+        if self.date_from_ts is not None:
+            keep &= vectors.created_ts >= self.date_from_ts
+        if self.date_to_ts is not None:
+            keep &= vectors.created_ts <= self.date_to_ts
+        if self.case_id is not None:
+            keep &= _positions_mask(vectors.case_rows.get(self.case_id), len(keep))
+        if self.typology is not None:
+            keep &= _positions_mask(vectors.typology_rows.get(self.typology), len(keep))
+        return keep
+
+
+def _positions_mask(positions: npt.NDArray[np.int64] | None, size: int) -> npt.NDArray[np.bool_]:
+    mask = np.zeros(size, dtype=np.bool_)
+    if positions is not None:
+        mask[positions] = True
+    return mask
+
+
+class NoteStore:
+    """The notes database of one data directory.
+
+    Thread-safe: one connection guarded by a lock, which suits SQLite's single writer and keeps
+    reads cheap (the hot path is one FTS query and a numpy product).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.executescript(_SCHEMA)
+        self._vectors: dict[int, TenantVectors] = {}
+
+    @classmethod
+    def open(cls, data_dir: Path) -> NoteStore:
+        """The store in `data_dir` (created if missing)."""
+        return cls(data_dir / DB_FILE_NAME)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> NoteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def tenant(self, tenant: str) -> TenantNotes:
+        """The notes of one tenant: the only way to read or write notes."""
+        return TenantNotes(self, validate_tenant(tenant))
+
+    def tenants(self) -> list[str]:
+        """Names of tenants that have been written to (for the operator, never for a tool)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT name FROM tenants ORDER BY name").fetchall()
+        return [str(r[0]) for r in rows]
+
+    # -- internals used by TenantNotes --------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._conn
+
+    def _tenant_id(self, conn: sqlite3.Connection, tenant: str, *, create: bool) -> int | None:
+        row = conn.execute("SELECT tenant_id FROM tenants WHERE name = ?", (tenant,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        if not create:
+            return None
+        cur = conn.execute("INSERT INTO tenants (name) VALUES (?)", (tenant,))
+        tenant_id = int(cur.lastrowid or 0)
+        conn.execute(
+            f"CREATE VIRTUAL TABLE {_fts_table(tenant_id)} USING fts5("
+            f"{', '.join(_FTS_COLUMNS)}, content='notes', content_rowid='rowid', "
+            "tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        return tenant_id
+
+
+def _fts_table(tenant_id: int) -> str:
+    """The FTS5 table of a tenant; built from the store's own integer, never from caller text."""
+    return f"notes_fts_{int(tenant_id)}"
+
+
+def _typology_column(typologies: Sequence[str]) -> str:
+    """`|a|b|` so a LIKE on `%|a|%` matches whole codes only."""
+    return "|" + "|".join(typologies) + "|" if typologies else "|"
+
+
+def _identifier_rows(note: CaseNote) -> list[tuple[str, str]]:
+    """(normalised value, kind) pairs an exact-identifier query may hit for this note."""
+    rows: list[tuple[str, str]] = [
+        (normalise_identifier(note.note_id), "note_id"),
+        (normalise_identifier(note.case_id), "case_id"),
+    ]
+    for subject in note.subjects:
+        rows.append((normalise_name(subject.name), "name"))
+        if subject.account_id:
+            rows.append((normalise_identifier(subject.account_id), "account_id"))
+    for counterparty in note.counterparties:
+        rows.append((normalise_name(counterparty), "name"))
+    return [(v, k) for v, k in dict.fromkeys(rows) if v]
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalHit:
+    rowid: int
+    bm25: float
+    """FTS5 `bm25()`: lower (more negative) is better."""
+
+
+class TenantNotes:
+    """One tenant's notes: writes, lexical and dense candidate retrieval, and note lookup."""
+
+    def __init__(self, store: NoteStore, tenant: str) -> None:
+        self._store = store
+        self.tenant = tenant
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def replace_notes(self, notes: Sequence[CaseNote], embeddings: npt.NDArray[np.float32]) -> int:
+        """Insert or replace `notes` with their `embeddings` (one row each) in one transaction.
+
+        All-or-nothing: any failure rolls the whole batch back. Returns how many notes replaced an
+        existing note id.
+        """
+        if len(notes) != len(embeddings):
+            raise ValueError("one embedding per note is required")
+        blobs = np.ascontiguousarray(embeddings, dtype=np.float16)
+        replaced = 0
+        with self._store._transaction() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=True)
+            assert tenant_id is not None
+            fts = _fts_table(tenant_id)
+            for note, vector in zip(notes, blobs, strict=True):
+                old = conn.execute(
+                    "SELECT rowid, text, subjects, identifiers FROM notes "
+                    "WHERE tenant_id = ? AND note_id = ?",
+                    (tenant_id, note.note_id),
+                ).fetchone()
+                if old is not None:
+                    replaced += 1
+                    conn.execute(
+                        f"INSERT INTO {fts} ({fts}, rowid, text, subjects, identifiers) "  # noqa: S608
+                        "VALUES ('delete', ?, ?, ?, ?)",
+                        old,
+                    )
+                    conn.execute("DELETE FROM note_identifiers WHERE note_rowid = ?", (old[0],))
+                    conn.execute("DELETE FROM notes WHERE rowid = ?", (old[0],))
+                subjects, identifiers = _subjects_text(note.subjects), _identifiers_text(note)
+                cur = conn.execute(
+                    "INSERT INTO notes (tenant_id, note_id, case_id, created_at, created_ts, typologies,"
+                    " text, subjects, identifiers, doc, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        tenant_id,
+                        note.note_id,
+                        note.case_id,
+                        note.created_at.isoformat(),
+                        note.created_at.timestamp(),
+                        _typology_column(note.typologies),
+                        note.text,
+                        subjects,
+                        identifiers,
+                        note.model_dump_json(exclude={"text"}),
+                        vector.tobytes(),
+                    ),
+                )
+                rowid = int(cur.lastrowid or 0)
+                idents = _identifier_rows(note)
+                conn.executemany(
+                    "INSERT INTO note_identifiers (tenant_id, value, kind, note_rowid) VALUES (?, ?, ?, ?)",
+                    [(tenant_id, value, kind, rowid) for value, kind in idents],
+                )
+                conn.execute(
+                    f"INSERT INTO {fts} (rowid, text, subjects, identifiers) VALUES (?, ?, ?, ?)",  # noqa: S608
+                    (rowid, note.text, subjects, identifiers),
+                )
+            conn.execute("UPDATE tenants SET generation = generation + 1 WHERE tenant_id = ?", (tenant_id,))
+        return replaced
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def count(self) -> int:
+        with self._store._reading() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return 0
+            row = conn.execute("SELECT count(*) FROM notes WHERE tenant_id = ?", (tenant_id,)).fetchone()
+        return int(row[0])
+
+    def lexical(self, match: str, where: NoteFilter, limit: int) -> list[LexicalHit]:
+        """Best `limit` notes for an FTS5 `match` expression by BM25, after `where`."""
+        with self._store._reading() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return []
+            fts = _fts_table(tenant_id)
+            extra, params = where.sql()
+            sql = (
+                f"SELECT f.rowid, bm25({fts}, 1.0, 1.5, 1.5) AS s FROM {fts} f "  # noqa: S608
+                f"JOIN notes n ON n.rowid = f.rowid "
+                f"WHERE {fts} MATCH ? AND n.tenant_id = ?{extra} ORDER BY s LIMIT ?"
+            )
+            rows = conn.execute(sql, [match, tenant_id, *params, limit]).fetchall()
+        return [LexicalHit(int(r[0]), float(r[1])) for r in rows]
+
+    def snippets(
+        self, match: str, rowids: Sequence[int], mark: tuple[str, str], tokens: int
+    ) -> dict[int, str]:
+        """FTS5 highlighted snippets of the `text` column for the given notes that `match` hits."""
+        if not rowids or not match:
+            return {}
+        with self._store._reading() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return {}
+            fts = _fts_table(tenant_id)
+            marks = ",".join("?" * len(rowids))
+            rows = conn.execute(
+                f"SELECT f.rowid, snippet({fts}, 0, ?, ?, ' … ', ?) FROM {fts} f "  # noqa: S608
+                f"JOIN notes n ON n.rowid = f.rowid "
+                f"WHERE {fts} MATCH ? AND n.tenant_id = ? AND f.rowid IN ({marks})",
+                [mark[0], mark[1], tokens, match, tenant_id, *rowids],
+            ).fetchall()
+        return {int(r[0]): str(r[1]) for r in rows}
+
+    def identifier_matches(self, values: Sequence[str], where: NoteFilter) -> dict[int, list[str]]:
+        """Notes with an identifier (normalised) in `values`: rowid -> the kinds:values matched."""
+        if not values:
+            return {}
+        with self._store._reading() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return {}
+            extra, params = where.sql()
+            marks = ",".join("?" * len(values))
+            sql = (
+                "SELECT i.note_rowid, i.kind, i.value FROM note_identifiers i "  # noqa: S608
+                "JOIN notes n ON n.rowid = i.note_rowid "
+                f"WHERE i.tenant_id = ? AND n.tenant_id = ? AND i.value IN ({marks}){extra}"
+            )
+            rows = conn.execute(
+                sql,
+                [tenant_id, tenant_id, *values, *params],
+            ).fetchall()
+        found: dict[int, list[str]] = {}
+        for rowid, kind, value in rows:
+            found.setdefault(int(rowid), []).append(f"{kind}:{value}")
+        return found
+
+    def get(self, rowids: Sequence[int]) -> dict[int, CaseNote]:
+        """The notes with these row ids that belong to this tenant."""
+        if not rowids:
+            return {}
+        with self._store._reading() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return {}
+            marks = ",".join("?" * len(rowids))
+            rows = conn.execute(
+                f"SELECT rowid, doc, text FROM notes WHERE tenant_id = ? AND rowid IN ({marks})",  # noqa: S608
+                [tenant_id, *rowids],
+            ).fetchall()
+        return {int(r[0]): _note(r[1], r[2]) for r in rows}
+
+    def by_note_id(self, note_id: str) -> CaseNote | None:
+        with self._store._reading() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return None
+            row = conn.execute(
+                "SELECT doc, text FROM notes WHERE tenant_id = ? AND note_id = ?", (tenant_id, note_id)
+            ).fetchone()
+        return None if row is None else _note(row[0], row[1])
+
+    def case_notes(self, case_id: str) -> list[CaseNote]:
+        """All notes of one case of this tenant, oldest first (empty for unknown or foreign cases)."""
+        with self._store._reading() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return []
+            rows = conn.execute(
+                "SELECT doc, text FROM notes WHERE tenant_id = ? AND case_id = ? "
+                "ORDER BY created_ts, note_id",
+                (tenant_id, case_id),
+            ).fetchall()
+        return [_note(r[0], r[1]) for r in rows]
+
+    def case_ids(self) -> list[str]:
+        with self._store._reading() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return []
+            rows = conn.execute(
+                "SELECT DISTINCT case_id FROM notes WHERE tenant_id = ? ORDER BY case_id", (tenant_id,)
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def iter_notes(self, batch: int = 2000) -> Iterator[CaseNote]:
+        """Every note of this tenant in row order, read in batches (for eval and export)."""
+        last = 0
+        while True:
+            with self._store._reading() as conn:
+                tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+                if tenant_id is None:
+                    return
+                rows = conn.execute(
+                    "SELECT rowid, doc, text FROM notes WHERE tenant_id = ? AND rowid > ? "
+                    "ORDER BY rowid LIMIT ?",
+                    (tenant_id, last, batch),
+                ).fetchall()
+            if not rows:
+                return
+            for rowid, doc, text in rows:
+                last = int(rowid)
+                yield _note(doc, text)
+
+    def vectors(self) -> TenantVectors | None:
+        """This tenant's note vectors, from memory unless a write has happened since they were loaded."""
+        store = self._store
+        with store._reading() as conn:
+            row = conn.execute(
+                "SELECT tenant_id, generation FROM tenants WHERE name = ?", (self.tenant,)
+            ).fetchone()
+            if row is None:
+                return None
+            tenant_id, generation = int(row[0]), int(row[1])
+            cached = store._vectors.get(tenant_id)
+            if cached is not None and cached.generation == generation:
+                return cached
+            rows = conn.execute(
+                "SELECT rowid, embedding, created_ts, case_id, typologies FROM notes "
+                "WHERE tenant_id = ? ORDER BY rowid",
+                (tenant_id,),
+            ).fetchall()
+            loaded = _load_vectors(generation, rows)
+            store._vectors[tenant_id] = loaded
+            return loaded
+
+
+def _load_vectors(generation: int, rows: Sequence[tuple[int, bytes, float, str, str]]) -> TenantVectors:
+    if not rows:
+        return TenantVectors(
+            generation,
+            np.zeros(0, np.int64),
+            np.zeros((0, 0), np.float32),
+            np.zeros(0, np.float64),
+            {},
+            {},
+        )
+    dim = len(rows[0][1]) // 2
+    buf = b"".join(r[1] for r in rows)
+    matrix = np.frombuffer(buf, dtype=np.float16).reshape(len(rows), dim).astype(np.float32)
+    cases: dict[str, list[int]] = {}
+    typologies: dict[str, list[int]] = {}
+    for position, row in enumerate(rows):
+        cases.setdefault(row[3], []).append(position)
+        for code in row[4].split("|"):
+            if code:
+                typologies.setdefault(code, []).append(position)
+    return TenantVectors(
+        generation=generation,
+        rowids=np.fromiter((r[0] for r in rows), np.int64, len(rows)),
+        matrix=matrix,
+        created_ts=np.fromiter((r[2] for r in rows), np.float64, len(rows)),
+        case_rows={k: np.asarray(v, dtype=np.int64) for k, v in cases.items()},
+        typology_rows={k: np.asarray(v, dtype=np.int64) for k, v in typologies.items()},
+    )
+
+
+def _note(doc: str, text: str) -> CaseNote:
+    """Rebuild a note from its stored JSON (which leaves the text out, to store it once)."""
+    data = json.loads(doc)
+    data["text"] = text
+    return CaseNote.model_validate(data)
+
+
+def _subjects_text(subjects: Sequence[Subject]) -> str:
+    return " ; ".join(" ".join(x for x in (s.name, s.account_id or "", s.role or "") if x) for s in subjects)
+
+
+def _identifiers_text(note: CaseNote) -> str:
+    return " ".join([note.case_id, note.note_id, *note.counterparties])
+
+
+def parse_iso_bound(value: str, *, end: bool) -> float:
+    """A date or datetime filter bound as epoch seconds; a bare date covers its whole day."""
+    from datetime import UTC, timedelta
+
+    if len(value) == 10:
+        day = datetime.fromisoformat(value).replace(tzinfo=UTC)
+        return (day + timedelta(days=1)).timestamp() - 1e-6 if end else day.timestamp()
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
