@@ -4,9 +4,10 @@ for Python ASGI on this machine), in the same run.
 
     .venv/bin/python benchmarks/core_http.py [--duration 5] [--connections 1 8]
 
-Both servers run under uvicorn in their own process (pinned to one core where possible; the
-load generator takes the other). Prints throughput, p50/p99 latency and server CPU per request
-for each, and our/bare ratios.
+A third server, the SDK's low-level tier alone with the same tool (no aml-mcp layers), shows
+what this project adds on top of the SDK. All servers run under uvicorn in their own process
+(pinned to one core where possible; the load generator takes the other). Prints throughput,
+p50/p99 latency and server CPU per request for each, and the ratios.
 """
 
 from __future__ import annotations
@@ -68,6 +69,34 @@ def bare_app():  # type: ignore[no-untyped-def]
     return Starlette(routes=[Route("/mcp", endpoint, methods=["POST"])])
 
 
+def sdk_app():  # type: ignore[no-untyped-def]
+    """The SDK alone: a low-level Server with the same one tool, in JSON mode, stateless."""
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    tool = types.Tool(name="test_simple_text", description="text", input_schema={"type": "object"})
+
+    async def list_tools(ctx, params):  # type: ignore[no-untyped-def]
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(ctx, params):  # type: ignore[no-untyped-def]
+        return types.CallToolResult(
+            content=[types.TextContent(text="This is a simple text response for testing.")]
+        )
+
+    server = Server("sdk", version="0", on_list_tools=list_tools, on_call_tool=call_tool)
+    manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
+
+    class Endpoint:  # an ASGI app object: Starlette passes (scope, receive, send) straight through
+        async def __call__(self, scope, receive, send):  # type: ignore[no-untyped-def]
+            await manager.handle_request(scope, receive, send)
+
+    return Starlette(routes=[Route("/mcp", Endpoint())], lifespan=lambda app: manager.run())
+
+
 def aml_app(data_dir: Path):  # type: ignore[no-untyped-def]
     from aml_mcp.app import build_app
     from aml_mcp.config import Settings
@@ -80,7 +109,12 @@ def serve(kind: str, port: int, cpu: int) -> None:
     import uvicorn
 
     pin_to([cpu])
-    app = bare_app() if kind == "bare" else aml_app(Path(tempfile.mkdtemp(prefix="aml-bench-")))
+    if kind == "bare":
+        app = bare_app()
+    elif kind == "sdk":
+        app = sdk_app()
+    else:
+        app = aml_app(Path(tempfile.mkdtemp(prefix="aml-bench-")))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
@@ -108,7 +142,7 @@ def start(kind: str, cpu: int) -> tuple[subprocess.Popen[bytes], int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--serve", choices=["bare", "aml"])
+    parser.add_argument("--serve", choices=["bare", "sdk", "aml"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--cpu", type=int, default=1)
     parser.add_argument("--duration", type=float, default=5.0)
@@ -129,7 +163,7 @@ def main() -> None:
     print(f"cores: server on {server_cpu}, load generator on {client_cpu}; {args.duration:.0f} s per run")
     for connections in args.connections:
         results = {}
-        for kind in ("bare", "aml"):
+        for kind in ("bare", "sdk", "aml"):
             proc, port = start(kind, server_cpu)
             request = build_request("127.0.0.1", port, "/mcp", body, HEADERS)
             try:
@@ -148,7 +182,9 @@ def main() -> None:
                 proc.terminate()
                 proc.wait(10)
             print(results[kind].row(f"{kind} (c={connections})"))
+        print(summarize_ratio(f"SDK alone vs bare (c={connections})", results["sdk"], results["bare"]))
         print(summarize_ratio(f"aml-mcp vs bare (c={connections})", results["aml"], results["bare"]))
+        print(summarize_ratio(f"aml-mcp vs SDK alone (c={connections})", results["aml"], results["sdk"]))
 
 
 if __name__ == "__main__":

@@ -13,17 +13,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import jsonschema_rs
 import mcp_types as types
-from jsonschema import exceptions as jsonschema_exceptions
-from jsonschema import validators
 
 from aml_mcp.catalog.changes import ChangeListeners
 from aml_mcp.catalog.context import InvocationContext
 
 ToolOutcome = types.CallToolResult | dict[str, Any]
 ToolBody = Callable[[dict[str, Any], InvocationContext], Awaitable[ToolOutcome]]
-
-_DEFAULT_DIALECT = validators.validator_for({"$schema": "https://json-schema.org/draft/2020-12/schema"})
 
 
 class Execution(StrEnum):
@@ -64,9 +61,9 @@ class ToolSpec:
 
     def __post_init__(self) -> None:
         schema = dict(self.input_schema)
-        cls = validators.validator_for(schema, default=_DEFAULT_DIALECT)
-        cls.check_schema(schema)
-        object.__setattr__(self, "_validator", cls(schema))
+        # Compiled once; the Rust validator checks arguments in about a microsecond (the pure-Python
+        # one took a tenth of a millisecond, on every call). Draft 2020-12 unless `$schema` says otherwise.
+        object.__setattr__(self, "_validator", jsonschema_rs.validator_for(schema))
         object.__setattr__(
             self,
             "_wire",
@@ -87,12 +84,13 @@ class ToolSpec:
 
     def argument_errors(self, arguments: Mapping[str, Any]) -> list[str]:
         """Every way `arguments` breaks the input schema, as short human-readable lines."""
-        errors = sorted(self._validator.iter_errors(arguments), key=jsonschema_exceptions.relevance)
-        return [_describe(error) for error in errors]
+        if self._validator.is_valid(arguments):
+            return []
+        return [_describe(error) for error in self._validator.iter_errors(arguments)]
 
 
-def _describe(error: jsonschema_exceptions.ValidationError) -> str:
-    where = "/".join(str(part) for part in error.absolute_path)
+def _describe(error: jsonschema_rs.ValidationError) -> str:
+    where = "/".join(str(part) for part in error.instance_path)
     return f"{where or '(arguments)'}: {error.message}"
 
 
