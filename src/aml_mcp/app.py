@@ -28,6 +28,7 @@ from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.subscriptions.bus import LocalEventBus
 from aml_mcp.subscriptions.events import ListChanged
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams
+from aml_mcp.tasks.wiring import build_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     migrations: list[tuple[str, list[str]]] = []
     scope_rules = ScopeRules()
     scope_rules.add("tools/call", tool_scope_rule(catalog.tools))
+    tasks = build_tasks(settings.tasks, database=database, tools=catalog.tools)
+    migrations.append(tasks.migration)
 
     bus = LocalEventBus()
     catalog.tools.changes.add(lambda: bus.publish(ListChanged("tools")))
@@ -76,8 +79,11 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         list_ttl_ms=settings.list_ttl_ms,
         cache_scope="public",
         request_state_keys=[load_or_create_secret(data_dir / "keys" / "request-state.key")],
+        tasks=tasks.handlers,
+        extensions=tasks.extensions,
     )
     server.add_request_handler("subscriptions/listen", ListenParams, listen)
+    tasks.register(server, scope_rules)
 
     plain = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
     streaming = StreamableHTTPSessionManager(app=server, json_response=False, stateless=True)
@@ -93,7 +99,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         try:
             for component, steps in migrations:
                 await database.migrate(component, steps)
-            async with plain.run(), streaming.run():
+            async with plain.run(), streaming.run(), tasks.running():
                 yield
                 runtime.begin_shutdown()
         finally:

@@ -19,6 +19,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from aml_mcp.tasks.settings import TaskSettings
+
 MIB = 1024 * 1024
 
 
@@ -50,6 +52,7 @@ class Settings(BaseSettings):
     shutdown_timeout_seconds: float = Field(default=10.0, gt=0)
     """How long a SIGTERM waits for in-flight requests and open streams before closing them."""
     log_level: str = "info"
+    tasks: TaskSettings = Field(default_factory=TaskSettings)
 
     @field_validator("log_level")
     @classmethod

@@ -1,4 +1,4 @@
-"""Tools, prompts and resources named in shared/conformance/FIXTURES.md (sections 1-11)."""
+"""Tools, prompts and resources named in shared/conformance/FIXTURES.md (sections 1-12)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR
 
 from aml_mcp.catalog import Catalog, PromptRegistry, ResourceRegistry, ToolRegistry
 from aml_mcp.catalog.context import (
@@ -19,7 +21,7 @@ from aml_mcp.catalog.context import (
 )
 from aml_mcp.catalog.prompts import PromptSpec
 from aml_mcp.catalog.resources import Contents, ResourceSpec, ResourceTemplateSpec
-from aml_mcp.catalog.tools import ToolSpec
+from aml_mcp.catalog.tools import Execution, ToolSpec
 from aml_mcp.conformance.media import png_1x1, wav_silence
 from aml_mcp.protocol.errors import missing_capability
 
@@ -391,9 +393,108 @@ def _resources() -> ResourceRegistry:
     )
 
 
+def _task_tools() -> list[ToolSpec]:
+    """Section 12: tools that run as tasks (`auto`: a task only when the client declared the extension)."""
+
+    async def slow_compute(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
+        seconds = float(args["seconds"])
+        await anyio.sleep(seconds)
+        return text(str(args.get("label") or f"Computed for {seconds:g} s."))
+
+    async def failing_job(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
+        await anyio.sleep(1)
+        return text("The job failed: the input could not be processed.", is_error=True)
+
+    async def protocol_error_job(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
+        await anyio.sleep(0.2)
+        raise MCPError(code=INTERNAL_ERROR, message="Upstream service unavailable")
+
+    confirm_schema = {
+        "type": "object",
+        "properties": {"confirm": {"type": "boolean"}},
+        "required": ["confirm"],
+    }
+
+    async def confirm_delete(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
+        filename = str(args["filename"])
+        answer = await request_input(
+            ctx, "confirm_delete", elicit_form(f"Delete {filename}?", confirm_schema)
+        )
+        confirmed = accepted_content(answer).get("confirm") is True
+        return text(f"Deleted {filename}." if confirmed else f"Kept {filename}.")
+
+    async def multi_input(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
+        answers = await ctx.request_inputs(
+            {
+                "name": elicit_form("What is your name?", NAME_SCHEMA),
+                "confirm": elicit_form("Do you confirm?", confirm_schema),
+            }
+        )
+        name = accepted_content(answers["name"]).get("name", "stranger")
+        confirmed = accepted_content(answers["confirm"]).get("confirm")
+        return text(f"{name} answered; confirmed={confirmed}.")
+
+    async def ask_name(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
+        answer = await request_input(ctx, "user_name", elicit_form("What is your name?", NAME_SCHEMA))
+        return text(f"Hello, {accepted_content(answer).get('name', 'stranger')}!")
+
+    slow_schema = {
+        "type": "object",
+        "properties": {"seconds": {"type": "number", "minimum": 0}, "label": {"type": "string"}},
+        "required": ["seconds"],
+    }
+    file_schema = {"type": "object", "properties": {"filename": {"type": "string"}}, "required": ["filename"]}
+    return [
+        ToolSpec(
+            name="slow_compute",
+            description="Sleeps for `seconds`, then returns its label (a task when the client allows).",
+            input_schema=slow_schema,
+            body=slow_compute,
+            execution=Execution.AUTO,
+            idempotent=True,
+        ),
+        ToolSpec(
+            name="failing_job",
+            description="Always a task; completes after a second with a tool error (isError).",
+            input_schema=NO_ARGUMENTS,
+            body=failing_job,
+            execution=Execution.TASK,
+        ),
+        ToolSpec(
+            name="protocol_error_job",
+            description="Always a task; fails with a JSON-RPC error.",
+            input_schema=NO_ARGUMENTS,
+            body=protocol_error_job,
+            execution=Execution.TASK,
+        ),
+        ToolSpec(
+            name="confirm_delete",
+            description="Asks for confirmation before (pretending to) delete a file.",
+            input_schema=file_schema,
+            body=confirm_delete,
+            execution=Execution.AUTO,
+        ),
+        ToolSpec(
+            name="multi_input",
+            description="Asks two questions at once while running as a task.",
+            input_schema=NO_ARGUMENTS,
+            body=multi_input,
+            execution=Execution.TASK,
+        ),
+        ToolSpec(
+            name="test_tool_with_task",
+            description="Asks for a name by multi round-trip, then greets from a task.",
+            input_schema=NO_ARGUMENTS,
+            body=ask_name,
+            preflight=ask_name,
+            execution=Execution.TASK,
+        ),
+    ]
+
+
 def fixture_catalog() -> Catalog:
     """A fresh catalog (the trigger tools mutate it, so every server gets its own)."""
     catalog = Catalog(tools=ToolRegistry(), prompts=_prompts(), resources=_resources(), completions=True)
-    for tool in [*_content_tools(), *_behaviour_tools(catalog), *_round_trip_tools()]:
+    for tool in [*_content_tools(), *_behaviour_tools(catalog), *_round_trip_tools(), *_task_tools()]:
         catalog.tools.add(tool)
     return catalog

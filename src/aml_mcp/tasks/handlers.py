@@ -1,0 +1,141 @@
+"""The `tasks/*` protocol surface and the task side of `tools/call`.
+
+Each request is judged on its own, in a fixed order: the extension must be declared in this
+request's `_meta` (-32021, before anything is looked up); `params.taskId` must be a string and
+the `Mcp-Name` header must carry exactly it (-32020, which the SDK sends as HTTP 400 — the SDK
+itself checks `Mcp-Name` only for tools, prompts and resources); then the task is looked up by
+id and owner in one query, and unknown, foreign and expired ids all get the same -32602 with
+the same message. The scope check happened earlier, at the HTTP gate (`access.task_scope_rule`).
+Every decision is audited. `tasks/list` and `tasks/result` are deliberately not registered: the
+SDK answers them -32601.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+from mcp_types import HEADER_MISMATCH
+from pydantic import ConfigDict, Field
+
+from aml_mcp.catalog.tools import ToolSpec
+from aml_mcp.principal import Principal
+from aml_mcp.protocol.capabilities import declared, declares_tasks
+from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
+from aml_mcp.protocol.server import request_principal
+from aml_mcp.tasks.audit import TaskAudit, task_event
+from aml_mcp.tasks.service import CancelVerdict, TaskService, UpdateVerdict
+from aml_mcp.tasks.wire import ack, create_task_result, detailed_task
+
+TASK_NOT_FOUND = "Task not found"
+"""The one answer for unknown, foreign and expired ids alike."""
+
+
+class TaskIdParams(types.RequestParams):
+    """Kept loose so that negotiation and routing are judged before the shape of the params."""
+
+    model_config = ConfigDict(extra="allow")
+    task_id: Any = Field(default=None, alias="taskId")
+
+
+class UpdateTaskParams(TaskIdParams):
+    input_responses: Any = Field(default=None, alias="inputResponses")
+
+
+class TaskHandlers:
+    """Implements `TaskStarter` for `tools/call` and serves `tasks/get|update|cancel`."""
+
+    def __init__(self, service: TaskService, audit: TaskAudit, poll_interval_ms: int) -> None:
+        self._service = service
+        self._audit = audit
+        self._poll_ms = poll_interval_ms
+
+    def register(self, server: Server[Any]) -> None:
+        server.add_request_handler("tasks/get", TaskIdParams, self.get)
+        server.add_request_handler("tasks/update", UpdateTaskParams, self.update)
+        server.add_request_handler("tasks/cancel", TaskIdParams, self.cancel)
+
+    async def start(
+        self,
+        tool: ToolSpec,
+        arguments: dict[str, Any],
+        *,
+        principal: Principal,
+        client_capabilities: types.ClientCapabilities,
+        answers: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """Create the task; the `CreateTaskResult` is built only from the durably committed record."""
+        task = await self._service.create(
+            tool,
+            arguments,
+            principal=principal,
+            client_capabilities=client_capabilities.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            answers=answers,
+        )
+        self._audit(
+            task_event(principal, "tools/call", "allow", "task_created", task_id=task.task_id, tool=tool.name)
+        )
+        return create_task_result(task, self._poll_ms)
+
+    def _admit(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> tuple[Principal, str]:
+        """Negotiation and routing, before any lookup; returns the caller and the task id."""
+        principal = request_principal(ctx)
+        method = ctx.method
+        if not declares_tasks(declared(ctx)):
+            self._audit(task_event(principal, method, "deny", "missing_extension", task_id=params.task_id))
+            raise missing_tasks_extension()
+        task_id = params.task_id
+        if not isinstance(task_id, str) or not task_id:
+            self._audit(task_event(principal, method, "deny", "invalid_params"))
+            raise invalid_params("params.taskId must be a non-empty string")
+        headers = ctx.request.headers if ctx.request is not None else {}
+        routed = headers.get(MCP_NAME_HEADER)
+        # RFC 9110 §5.5: optional whitespace around a field value is not part of it.
+        if routed is None or decode_header_value(routed.strip(" \t")) != task_id:
+            self._audit(task_event(principal, method, "deny", "routing_mismatch", task_id=task_id))
+            raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header must equal params.taskId")
+        return principal, task_id
+
+    def _not_found(self, principal: Principal, method: str, task_id: str) -> MCPError:
+        self._audit(task_event(principal, method, "deny", "not_found", task_id=task_id))
+        return invalid_params(TASK_NOT_FOUND)
+
+    async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        principal, task_id = self._admit(ctx, params)
+        task = await self._service.get(task_id, principal.owner)
+        if task is None:
+            raise self._not_found(principal, ctx.method, task_id)
+        self._audit(task_event(principal, ctx.method, "allow", "ok", task_id=task_id, tool=task.tool))
+        return detailed_task(task, self._poll_ms)
+
+    async def update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
+        principal, task_id = self._admit(ctx, params)
+        responses = params.input_responses
+        if not isinstance(responses, dict):
+            self._audit(task_event(principal, ctx.method, "deny", "invalid_params", task_id=task_id))
+            raise invalid_params("params.inputResponses must be an object")
+        outcome = await self._service.update(task_id, principal.owner, responses)
+        if outcome.verdict is UpdateVerdict.NOT_FOUND:
+            raise self._not_found(principal, ctx.method, task_id)
+        if outcome.verdict is UpdateVerdict.INVALID:
+            self._audit(task_event(principal, ctx.method, "deny", "invalid_response", task_id=task_id))
+            raise invalid_params(
+                f"inputResponses[{outcome.invalid_key!r}] is not a valid response to its input request"
+            )
+        reason = "answers_accepted" if outcome.accepted else "nothing_outstanding"
+        self._audit(task_event(principal, ctx.method, "allow", reason, task_id=task_id))
+        return ack()
+
+    async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        principal, task_id = self._admit(ctx, params)
+        verdict = await self._service.cancel(task_id, principal.owner)
+        if verdict is CancelVerdict.NOT_FOUND:
+            raise self._not_found(principal, ctx.method, task_id)
+        reason = "already_terminal" if verdict is CancelVerdict.ALREADY_TERMINAL else "cancel_requested"
+        self._audit(task_event(principal, ctx.method, "allow", reason, task_id=task_id))
+        return ack()

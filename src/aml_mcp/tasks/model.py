@@ -1,0 +1,95 @@
+"""Task states, the transitions between them, and the record the store keeps for each task.
+
+The record is plain data: the owner is the four separate `Owner` fields (never a joined string),
+times are integer epoch milliseconds, and the input-request maps are JSON-ready dicts, so a
+PostgreSQL store can hold exactly the same thing.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from aml_mcp.principal import Owner
+
+
+class TaskStatus(StrEnum):
+    WORKING = "working"
+    INPUT_REQUIRED = "input_required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL: frozenset[TaskStatus] = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+ACTIVE: frozenset[TaskStatus] = frozenset({TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED})
+
+TASK_ID_BYTES = 24
+"""192 random bits: unguessable, so the id alone never lets anyone enumerate tasks."""
+
+
+def new_task_id() -> str:
+    return secrets.token_urlsafe(TASK_ID_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a task ended: exactly one of `result` (completed) or `error` (failed), or neither (cancelled)."""
+
+    status: TaskStatus
+    message: str | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.status.terminal:
+            raise ValueError("an outcome is a terminal status")
+        if (self.status is TaskStatus.COMPLETED) != (self.result is not None):
+            raise ValueError("a completed task, and only it, carries a result")
+        if (self.status is TaskStatus.FAILED) != (self.error is not None):
+            raise ValueError("a failed task, and only it, carries an error")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskRecord:
+    """One task as stored. `version` increases with every real change (compare-and-set)."""
+
+    task_id: str
+    owner: Owner
+    tool: str
+    scope: str | None
+    """The scope the creating tool required; every later `tasks/*` call must still hold it."""
+    arguments: dict[str, Any]
+    """Kept so an idempotent task can be re-run after a crash; never logged or audited."""
+    client_capabilities: dict[str, Any]
+    status: TaskStatus
+    status_message: str | None = None
+    input_requests: dict[str, Any] = field(default_factory=dict)
+    """Outstanding server-to-client requests, by key."""
+    input_responses: dict[str, Any] = field(default_factory=dict)
+    """Answers received, by key (including those gathered before the task was created)."""
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    cancel_requested: bool = False
+    created_at: int
+    updated_at: int
+    ttl_ms: int
+    expires_at: int
+    version: int = 1
+    lease_holder: str | None = None
+    lease_expires_at: int | None = None
+    attempts: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        return self.status.terminal
+
+    def asked(self, key: str) -> bool:
+        """Whether `key` was ever used in this task (keys are unique over a task's life)."""
+        return key in self.input_requests or key in self.input_responses

@@ -1,0 +1,55 @@
+"""The shapes clients see: the flat `CreateTaskResult`, the detailed task of `tasks/get`, the acks.
+
+Only what the status calls for is shown: `inputRequests` (outstanding keys only) while waiting
+for input, `result` once completed, `error` once failed. Internal fields (owner, lease, arguments,
+version) never leave the server.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from aml_mcp.tasks.model import TaskRecord, TaskStatus
+
+
+def iso(epoch_ms: int) -> str:
+    """ISO 8601 in UTC with millisecond precision, e.g. `2026-07-28T10:30:00.123Z`."""
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+
+
+def _task_fields(task: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "taskId": task.task_id,
+        "status": task.status.value,
+        "createdAt": iso(task.created_at),
+        "lastUpdatedAt": iso(task.updated_at),
+        "ttlMs": task.ttl_ms,
+        "pollIntervalMs": poll_interval_ms,
+    }
+    if task.status_message is not None:
+        fields["statusMessage"] = task.status_message
+    return fields
+
+
+def create_task_result(task: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
+    """`CreateTaskResult`: the task's seed state, flat, with `resultType: "task"`."""
+    return {"resultType": "task", **_task_fields(task, poll_interval_ms)}
+
+
+def detailed_task(task: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
+    """`GetTaskResult`: the complete current state, with the payload its status requires."""
+    fields = {"resultType": "complete", **_task_fields(task, poll_interval_ms)}
+    if task.status is TaskStatus.INPUT_REQUIRED:
+        fields["inputRequests"] = dict(task.input_requests)
+    elif task.status is TaskStatus.COMPLETED and task.result is not None:
+        fields["result"] = task.result
+    elif task.status is TaskStatus.FAILED and task.error is not None:
+        fields["error"] = task.error
+    return fields
+
+
+def ack() -> dict[str, Any]:
+    """The empty acknowledgement of `tasks/update` and `tasks/cancel`."""
+    return {"resultType": "complete"}
