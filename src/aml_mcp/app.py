@@ -28,6 +28,7 @@ from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.subscriptions.bus import LocalEventBus
 from aml_mcp.subscriptions.events import ListChanged
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams
+from aml_mcp.subscriptions.policy import CredentialPolicy
 from aml_mcp.tasks.wiring import build_tasks
 
 logger = logging.getLogger(__name__)
@@ -70,7 +71,12 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     if catalog.resources is not None:
         catalog.resources.changes.add(lambda: bus.publish(ListChanged("resources")))
         served.add("resources")
-    listen = ListenHandler(bus, served=frozenset(served))
+    listen = ListenHandler(
+        bus,
+        served=frozenset(served),
+        policy=CredentialPolicy(),
+        resource_exists=catalog.resources.knows if catalog.resources is not None else None,
+    )
     runtime.shutdown_hooks.append(listen.close_all)
 
     admission: Admission = OpenAdmission()

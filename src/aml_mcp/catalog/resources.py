@@ -69,6 +69,10 @@ class ResourceRegistry:
     def templates(self) -> list[ResourceTemplateSpec]:
         return list(self._templates)
 
+    async def knows(self, uri: str) -> bool:
+        """Whether a resource or template here answers to `uri` (for listen's resource filter)."""
+        return uri in self._resources or any(t.match(uri) is not None for t in self._templates)
+
     async def read(self, uri: str) -> Contents | None:
         """The contents at `uri`, or `None` when nothing here answers to it."""
         resource = self._resources.get(uri)

@@ -1,9 +1,17 @@
-"""What can happen on the server that a listen stream may want to hear about."""
+"""What can happen on the server that a listen stream may want to hear about.
+
+Events carry their audience: a task event names its owner and the scope needed to see it, so a
+stream can check, per event, that it is allowed to deliver it. Events are plain data so a
+cross-process bus (PostgreSQL LISTEN/NOTIFY) can carry them as JSON.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from aml_mcp.principal import Owner
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,4 +26,19 @@ class ResourceUpdated:
     uri: str
 
 
-Event = ListChanged | ResourceUpdated
+@dataclass(frozen=True, slots=True)
+class TaskChanged:
+    """A task's status (or what its status carries) changed; `state` is what `tasks/get` would answer."""
+
+    owner: Owner
+    task_id: str
+    scope: str | None
+    state: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AccessChanged:
+    """A credential was revoked or the scope policy changed: every open stream re-checks now."""
+
+
+Event = ListChanged | ResourceUpdated | TaskChanged | AccessChanged

@@ -1,36 +1,47 @@
 """Our `subscriptions/listen` handler: one listen request is one stream of notifications.
 
 The SDK's own handler has a closed event vocabulary and no notion of who is listening, so this
-one is written on the low-level hook. The acknowledgement is always the first message, every
-message carries the listen request's JSON-RPC id as its subscription id, and nothing the client
-did not ask for is ever sent.
+one is written on the low-level hook. The acknowledgement is always the first message; every
+message carries the listen request's JSON-RPC id, exactly as sent, as its subscription id;
+nothing the client did not ask for is ever sent; and before each event the stream re-checks that
+its credential is still good (not expired, not revoked, still holding the scopes the event needs)
+and that the event's owner is the stream's owner.
+
+A stream ends gracefully — the `subscriptions/listen` result, with the subscription id, then the
+end of the response — on server shutdown, on token expiry (a timer, not only the next event), on
+revocation or lost scope, and when the client reads too slowly to keep its bounded queue from
+overflowing. A client that drops the connection cancels the handler, which frees everything.
+Nothing is ever resumed or replayed: `Last-Event-ID` and `Mcp-Session-Id` are ignored, and a
+client that reconnects sends a new listen.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 import anyio
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel, ConfigDict
 
+from aml_mcp.principal import Principal
+from aml_mcp.protocol.capabilities import declared
 from aml_mcp.protocol.errors import invalid_params
+from aml_mcp.protocol.server import request_principal
 from aml_mcp.subscriptions.bus import EventBus
-from aml_mcp.subscriptions.events import Event, ListChanged, ResourceUpdated
+from aml_mcp.subscriptions.events import AccessChanged, Event, ListChanged, ResourceUpdated, TaskChanged
+from aml_mcp.subscriptions.filters import Accepted, TaskLookup, accept
+from aml_mcp.subscriptions.policy import StreamPolicy
 
 logger = logging.getLogger(__name__)
 
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
-
-LIST_FILTERS: dict[str, str] = {
-    "toolsListChanged": "tools",
-    "promptsListChanged": "prompts",
-    "resourcesListChanged": "resources",
-}
-RESOURCE_FILTER = "resourceSubscriptions"
+CLOSE_REASON_KEY = "aml-mcp/closeReason"
 
 
 class ListenParams(types.RequestParams):
@@ -47,91 +58,178 @@ class _Notification(BaseModel):
     params: dict[str, Any]
 
 
-class ListenHandler:
-    """Serves listen streams from an event bus.
+class _Stream:
+    """One open stream's state, as the handler and the bus listener share it."""
 
-    `served` names the list kinds this server actually has (a filter for another kind is dropped
-    from the acknowledgement, never echoed as if it could fire).
+    def __init__(
+        self,
+        principal: Principal,
+        accepted: Accepted,
+        queue: MemoryObjectSendStream[Event],
+        policy: StreamPolicy,
+    ) -> None:
+        self.principal = principal
+        self.accepted = accepted
+        self.queue = queue
+        self.policy = policy
+        self.close_reason: str | None = None
+
+    def close(self, reason: str) -> None:
+        if self.close_reason is None:
+            self.close_reason = reason
+        self.queue.close()
+
+    def recheck(self) -> bool:
+        """Close the stream if its credential no longer allows it; returns whether it is still open."""
+        if self.close_reason is not None:
+            return False
+        reason = self.policy.denial(self.principal, self.accepted.needed)
+        if reason is not None:
+            self.close(reason)
+            return False
+        return True
+
+    def wants(self, event: Event) -> bool:
+        if isinstance(event, ListChanged):
+            return event.kind in self.accepted.lists
+        if isinstance(event, ResourceUpdated):
+            return event.uri in self.accepted.uris
+        if isinstance(event, TaskChanged):
+            return event.task_id in self.accepted.tasks and event.owner == self.principal.owner
+        return isinstance(event, AccessChanged)
+
+    def offer(self, event: Event) -> None:
+        if self.close_reason is not None or not self.wants(event):
+            return
+        if isinstance(event, AccessChanged):
+            self.recheck()
+            return
+        try:
+            self.queue.send_nowait(event)
+        except anyio.WouldBlock:
+            logger.warning("a listen stream fell behind its bounded queue; closing it")
+            self.close("slow_consumer")
+        except anyio.ClosedResourceError:
+            pass
+
+
+class ListenHandler:
+    """Serves listen streams from an event bus, re-authorizing every event.
+
+    `served` names the list kinds this server has (a filter for another kind is left out of the
+    acknowledgement, never echoed as if it could fire).
     """
 
-    def __init__(self, bus: EventBus, *, served: frozenset[str], queue_size: int = 256) -> None:
+    def __init__(
+        self,
+        bus: EventBus,
+        *,
+        served: frozenset[str],
+        policy: StreamPolicy,
+        tasks: TaskLookup | None = None,
+        resource_exists: Callable[[str], Awaitable[bool]] | None = None,
+        queue_size: int = 256,
+        max_streams: int = 10_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._bus = bus
         self._served = served
+        self._policy = policy
+        self._tasks = tasks
+        self._resource_exists = resource_exists
         self._queue_size = queue_size
-        self._streams: set[MemoryObjectSendStream[Event]] = set()
+        self._max_streams = max_streams
+        self._clock = clock
+        self._streams: set[_Stream] = set()
 
     @property
     def open_streams(self) -> int:
         return len(self._streams)
 
-    def close_all(self) -> None:
+    def close_all(self, reason: str = "shutdown") -> None:
         """Ends every stream gracefully: each sends its final `subscriptions/listen` result and closes."""
         for stream in list(self._streams):
-            stream.close()
+            stream.close(reason)
 
-    def _honored(self, requested: Any) -> dict[str, Any]:
-        if not isinstance(requested, dict):
-            raise invalid_params("notifications must be an object")
-        unknown = sorted(key for key in requested if key not in LIST_FILTERS and key != RESOURCE_FILTER)
-        if unknown:
-            raise invalid_params(f"Unknown subscription filter: {', '.join(unknown)}")
-        honored: dict[str, Any] = {}
-        for key, kind in LIST_FILTERS.items():
-            value = requested.get(key)
-            if value is not None and not isinstance(value, bool):
-                raise invalid_params(f"{key} must be a boolean")
-            if value and kind in self._served:
-                honored[key] = True
-        uris = requested.get(RESOURCE_FILTER)
-        if uris is not None:
-            if not isinstance(uris, list) or not all(isinstance(uri, str) and uri for uri in uris):
-                raise invalid_params(f"{RESOURCE_FILTER} must be a list of URIs")
-            if uris and "resources" in self._served:
-                honored[RESOURCE_FILTER] = list(dict.fromkeys(uris))
-        return honored
+    def recheck_all(self) -> None:
+        """Re-authorize every open stream now (after a revocation or a policy change)."""
+        for stream in list(self._streams):
+            stream.recheck()
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], params: ListenParams) -> dict[str, Any]:
         subscription_id = ctx.request_id
         if subscription_id is None:
             raise invalid_params("subscriptions/listen must be a request with an id")
-        honored = self._honored(params.notifications)
-        kinds = {LIST_FILTERS[key] for key in LIST_FILTERS if key in honored}
-        uris = frozenset(honored.get(RESOURCE_FILTER, ()))
-        meta = {SUBSCRIPTION_ID_KEY: subscription_id}
+        principal = request_principal(ctx)
+        accepted, acknowledged = await accept(
+            params.notifications,
+            principal=principal,
+            capabilities=declared(ctx),
+            served=self._served,
+            resource_exists=self._resource_exists,
+            tasks=self._tasks,
+        )
+        if len(self._streams) >= self._max_streams:
+            raise invalid_params("Too many open subscriptions on this server; try again later")
+        meta: dict[str, Any] = {SUBSCRIPTION_ID_KEY: subscription_id}
 
-        send, receive = anyio.create_memory_object_stream[Event](self._queue_size)
-
-        def deliver(event: Event) -> None:
-            wanted = (isinstance(event, ListChanged) and event.kind in kinds) or (
-                isinstance(event, ResourceUpdated) and event.uri in uris
-            )
-            if not wanted:
-                return
-            try:
-                send.send_nowait(event)
-            except anyio.WouldBlock:
-                logger.warning("listen stream %r fell behind; closing it", subscription_id)
-                self._streams.discard(send)
-                send.close()
-            except anyio.ClosedResourceError:
-                pass
-
-        async def emit(method: str, body: dict[str, Any]) -> None:
+        async def emit(method: str, body: Mapping[str, Any]) -> None:
             notification = _Notification(method=method, params={**body, "_meta": meta})
             await ctx.session.send_notification(cast(Any, notification), related_request_id=subscription_id)
 
-        unsubscribe = self._bus.subscribe(deliver)
-        self._streams.add(send)
+        send, receive = anyio.create_memory_object_stream[Event](self._queue_size)
+        stream = _Stream(principal, accepted, send, self._policy)
+        # Subscribe before acknowledging, so nothing published meanwhile is lost; the acknowledgement
+        # is still first, because only this task writes the stream and it drains the queue after.
+        unsubscribe = self._bus.subscribe(stream.offer)
+        self._streams.add(stream)
         try:
-            await emit("notifications/subscriptions/acknowledged", {"notifications": honored})
-            async for event in receive:
-                if isinstance(event, ListChanged):
-                    await emit(f"notifications/{event.kind}/list_changed", {})
-                else:
-                    await emit("notifications/resources/updated", {"uri": event.uri})
+            if stream.recheck():
+                await emit("notifications/subscriptions/acknowledged", {"notifications": acknowledged})
+                await self._send_current_task_states(stream, emit)
+                await self._pump(stream, receive, emit)
         finally:
             unsubscribe()
-            self._streams.discard(send)
+            self._streams.discard(stream)
             send.close()
             receive.close()
+        if stream.close_reason is not None:
+            meta = {**meta, CLOSE_REASON_KEY: stream.close_reason}
         return {"resultType": "complete", "_meta": meta}
+
+    async def _send_current_task_states(
+        self, stream: _Stream, emit: Callable[[str, Mapping[str, Any]], Awaitable[None]]
+    ) -> None:
+        """A task may have changed between its creation and this listen: start from its current state."""
+        if self._tasks is None:
+            return
+        for task_id in stream.accepted.tasks:
+            state = await self._tasks.snapshot(task_id, stream.principal)
+            if state is not None and stream.recheck():
+                await emit("notifications/tasks", _task_params(state))
+
+    async def _pump(
+        self,
+        stream: _Stream,
+        receive: MemoryObjectReceiveStream[Event],
+        emit: Callable[[str, Mapping[str, Any]], Awaitable[None]],
+    ) -> None:
+        expires_at = stream.principal.expires_at
+        deadline = math.inf if expires_at is None else max(0.0, expires_at - self._clock())
+        with anyio.move_on_after(deadline):
+            async for event in receive:
+                if not stream.recheck():
+                    break
+                if isinstance(event, ListChanged):
+                    await emit(f"notifications/{event.kind}/list_changed", {})
+                elif isinstance(event, ResourceUpdated):
+                    await emit("notifications/resources/updated", {"uri": event.uri})
+                elif isinstance(event, TaskChanged):
+                    await emit("notifications/tasks", _task_params(event.state))
+            return
+        stream.close("token_expired")
+
+
+def _task_params(state: Mapping[str, Any]) -> dict[str, Any]:
+    """`notifications/tasks` carries the detailed task; `resultType` belongs to results, not notifications."""
+    return {key: value for key, value in state.items() if key not in ("resultType", "_meta")}
