@@ -306,14 +306,16 @@ def _lead(text: str, words: int = SNIPPET_TOKENS) -> str:
 
 
 def _subjects_first_matching(note: CaseNote, matched: tuple[str, ...], query: str) -> list[Subject]:
+    """The note's subjects, those the query named (exactly or by name) first."""
     values = {m.split(":", 1)[1] for m in matched}
-    q_name = normalise_name(query)
+    q_name = f" {normalise_name(query)} "
 
-    def hit(s: Subject) -> bool:
-        return (
-            normalise_name(s.name) in values
-            or (s.account_id is not None and normalise_identifier(s.account_id) in values)
-            or (bool(q_name) and normalise_name(s.name) in q_name)
-        )
+    def named(s: Subject) -> bool:
+        name = normalise_name(s.name)
+        account = normalise_identifier(s.account_id) if s.account_id else None
+        return name in values or account in values or f" {name} " in q_name
 
-    return sorted(note.subjects, key=lambda s: not hit(s))
+    flags = [named(s) for s in note.subjects]
+    return [s for s, f in zip(note.subjects, flags, strict=True) if f] + [
+        s for s, f in zip(note.subjects, flags, strict=True) if not f
+    ]

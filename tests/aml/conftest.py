@@ -1,0 +1,48 @@
+"""Shared fixtures: one loaded embedder per session, and a small demo store built once per module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from aml_mcp.aml.demo import DemoCorpus, generate
+from aml_mcp.aml.embeddings import StaticEmbedder
+from aml_mcp.aml.ingest import write_notes
+from aml_mcp.aml.search import NoteSearch
+from aml_mcp.aml.store import NoteStore
+
+DEMO_NOTES_PER_TENANT = 240
+
+
+@pytest.fixture(scope="session")
+def embedder() -> StaticEmbedder:
+    return StaticEmbedder.load()
+
+
+@pytest.fixture(scope="session")
+def searcher(embedder: StaticEmbedder) -> NoteSearch:
+    return NoteSearch(embedder)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[NoteStore]:
+    with NoteStore.open(tmp_path / "data") as opened:
+        yield opened
+
+
+@pytest.fixture(scope="session")
+def demo_corpus() -> DemoCorpus:
+    return generate(DEMO_NOTES_PER_TENANT, exact_per_kind=8)
+
+
+@pytest.fixture(scope="session")
+def demo_store(
+    tmp_path_factory: pytest.TempPathFactory, demo_corpus: DemoCorpus, embedder: StaticEmbedder
+) -> Iterator[NoteStore]:
+    """Three demo banks, loaded once for every read-only test of the session."""
+    with NoteStore.open(tmp_path_factory.mktemp("demo")) as opened:
+        for tenant, notes in demo_corpus.notes.items():
+            write_notes(opened, tenant, [n.note for n in notes], embedder)
+        yield opened
