@@ -17,9 +17,10 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from aml_mcp.access import ScopeRules, tool_scope_rule
+from aml_mcp.auth.wiring import build_auth
 from aml_mcp.catalog import Catalog
 from aml_mcp.config import Settings
-from aml_mcp.http.endpoint import Admission, McpEndpoint, OpenAdmission
+from aml_mcp.http.endpoint import Admission, McpEndpoint
 from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import ReadinessProbe, healthz, readyz
 from aml_mcp.protocol.server import build_server
@@ -59,7 +60,9 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     migrations: list[tuple[str, list[str]]] = []
     scope_rules = ScopeRules()
     scope_rules.add("tools/call", tool_scope_rule(catalog.tools))
-    tasks = build_tasks(settings.tasks, database=database, tools=catalog.tools)
+    auth = build_auth(settings, database=database, scope_rules=scope_rules, tools=catalog.tools)
+    migrations.extend(auth.migrations)
+    tasks = build_tasks(settings.tasks, database=database, tools=catalog.tools, audit=auth.audit.record_task)
     migrations.append(tasks.migration)
 
     bus = LocalEventBus()
@@ -74,16 +77,16 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     listen = ListenHandler(
         bus,
         served=frozenset(served),
-        policy=CredentialPolicy(),
+        policy=CredentialPolicy(revoked=auth.revoked, missing_scopes=auth.missing_scopes),
         resource_exists=catalog.resources.knows if catalog.resources is not None else None,
     )
     runtime.shutdown_hooks.append(listen.close_all)
 
-    admission: Admission = OpenAdmission()
+    admission: Admission = auth.admission
     server = build_server(
         catalog=catalog,
         list_ttl_ms=settings.list_ttl_ms,
-        cache_scope="public",
+        cache_scope=auth.cache_scope,
         request_state_keys=[load_or_create_secret(data_dir / "keys" / "request-state.key")],
         tasks=tasks.handlers,
         extensions=tasks.extensions,
@@ -105,7 +108,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         try:
             for component, steps in migrations:
                 await database.migrate(component, steps)
-            async with plain.run(), streaming.run(), tasks.running():
+            async with plain.run(), streaming.run(), tasks.running(), auth.running():
                 yield
                 runtime.begin_shutdown()
         finally:
@@ -125,6 +128,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
             Route("/mcp", endpoint),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz(probes), methods=["GET"]),
+            *auth.routes,
         ],
         middleware=middleware,
         lifespan=lifespan,

@@ -15,6 +15,9 @@ import uvicorn
 from starlette.applications import Starlette
 
 from aml_mcp.app import Runtime, build_app
+from aml_mcp.auth.cli import add_commands as add_auth_commands
+from aml_mcp.auth.cli import serve_banner, serve_refusal
+from aml_mcp.auth.settings import AuthSettings
 from aml_mcp.catalog import Catalog
 from aml_mcp.config import Settings, load_settings
 
@@ -57,14 +60,13 @@ def run_server(app: Starlette, settings: Settings) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
-    if not settings.binds_loopback:
-        print(
-            f"refusing to serve on {settings.host}: authentication is off, so only loopback is allowed",
-            file=sys.stderr,
-        )
+    refusal = serve_refusal(settings)
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
         return 2
     app = build_app(settings)
     print(f"aml-mcp serving MCP at {settings.resource_url} (data in {settings.data_dir})", file=sys.stderr)
+    print(serve_banner(settings), file=sys.stderr)
     run_server(app, settings)
     return 0
 
@@ -73,7 +75,13 @@ def _conformance_server(args: argparse.Namespace) -> int:
     from aml_mcp.conformance.fixtures import fixture_catalog
 
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="aml-mcp-conformance-"))
-    settings = Settings(host="127.0.0.1", port=args.port, data_dir=data_dir, log_level="warning")
+    settings = Settings(
+        host="127.0.0.1",
+        port=args.port,
+        data_dir=data_dir,
+        log_level="warning",
+        auth=AuthSettings(enabled=False),
+    )
     catalog: Catalog = fixture_catalog()
     app = build_app(settings, catalog=catalog)
     print(f"conformance fixture server at {settings.resource_url}", file=sys.stderr)
@@ -98,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     fixture.add_argument("--port", type=int, default=3001)
     fixture.add_argument("--data-dir", type=Path, help="default: a fresh temporary directory")
     fixture.set_defaults(run=_conformance_server)
+    add_auth_commands(commands)
     return parser
 
 

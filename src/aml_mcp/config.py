@@ -19,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from aml_mcp.auth.settings import AuthSettings
 from aml_mcp.tasks.settings import TaskSettings
 
 MIB = 1024 * 1024
@@ -53,6 +54,8 @@ class Settings(BaseSettings):
     """How long a SIGTERM waits for in-flight requests and open streams before closing them."""
     log_level: str = "info"
     tasks: TaskSettings = Field(default_factory=TaskSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    """OAuth resource server, audit and the development authorization server (`AML_MCP_AUTH__*`)."""
 
     @field_validator("log_level")
     @classmethod

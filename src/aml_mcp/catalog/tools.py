@@ -19,6 +19,9 @@ import mcp_types as types
 from aml_mcp.catalog.changes import ChangeListeners
 from aml_mcp.catalog.context import InvocationContext
 
+REQUIRED_SCOPE_META = "aml-mcp/requiredScope"
+"""`_meta` key on a `tools/list` entry naming the OAuth scope a `tools/call` of it needs."""
+
 ToolOutcome = types.CallToolResult | dict[str, Any]
 ToolBody = Callable[[dict[str, Any], InvocationContext], Awaitable[ToolOutcome]]
 
@@ -74,6 +77,8 @@ class ToolSpec:
                 input_schema=schema,
                 output_schema=dict(self.output_schema) if self.output_schema is not None else None,
                 annotations=self.annotations,
+                # The scope a call needs, so a client can ask for it before calling (step-up consent).
+                _meta={REQUIRED_SCOPE_META: self.scope} if self.scope else None,
             ),
         )
 

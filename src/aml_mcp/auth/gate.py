@@ -1,0 +1,178 @@
+"""The bearer gate: the `Admission` the /mcp endpoint runs on every POST when authentication is on.
+
+Order of checks, each refusal audited with its reason:
+
+1. a token in the query string → 400 `invalid_request` (tokens never travel in URLs);
+2. no `Authorization: Bearer` → 401 with `resource_metadata` (and the scope the call will need);
+3. the token is verified (signature, issuer, audience, time window, required claims) → 401
+   `invalid_token` on any failure, 503 if the issuer's keys cannot be had;
+4. revocation by `jti` or subject → 401 `invalid_token`;
+5. the scopes the request needs (from `ScopeRules`: the tool's scope for `tools/call`, the
+   creating tool's for `tasks/*`), with the scope hierarchy applied → 403 `insufficient_scope`.
+
+Only then is the principal handed to the protocol layer. The raw token goes no further than
+step 3 and is never logged or stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jwt
+from starlette.requests import Request
+from starlette.responses import Response
+
+from aml_mcp.access import ScopeRules
+from aml_mcp.audit import AuditEvent, AuditLog, Decision
+from aml_mcp.auth.challenge import Challenges
+from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
+from aml_mcp.auth.revocation import RevocationList
+from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.verifier import Verifier
+from aml_mcp.http.responses import request_id_of
+from aml_mcp.principal import Principal
+
+logger = logging.getLogger(__name__)
+
+ScopeHint = Callable[[str, Mapping[str, Any]], frozenset[str]]
+"""Scopes a request will need, guessed without a principal, for the scope of a 401 challenge."""
+
+_TARGET_FIELDS = ("name", "uri", "taskId")
+_MAX_TARGET = 200
+_UNVERIFIED_CLAIMS = ("iss", "sub", "client_id", "azp", "jti", "aud")
+
+
+def describe(message: Any) -> tuple[str | None, Mapping[str, Any], str | None]:
+    """Method, params and target (tool name, resource URI or task id) of a decoded JSON-RPC body."""
+    if not isinstance(message, dict):
+        return None, {}, None
+    method = message.get("method")
+    method = method if isinstance(method, str) else None
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    target = next((params[f] for f in _TARGET_FIELDS if isinstance(params.get(f), str)), None)
+    return method, params, target[:_MAX_TARGET] if target else None
+
+
+def _unverified_claims(token: str) -> dict[str, Any] | None:
+    """For the audit record of a refused JWT: who it *claims* to be, clearly marked as unverified."""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except Exception:
+        return None
+    picked: dict[str, Any] = {}
+    for name in _UNVERIFIED_CLAIMS:
+        value = claims.get(name)
+        if isinstance(value, str):
+            picked[name] = value[:128]
+        elif isinstance(value, list):
+            picked[name] = [str(item)[:128] for item in value[:5]]
+    return picked or None
+
+
+class BearerAdmission:
+    def __init__(
+        self,
+        *,
+        verifier: Verifier,
+        revocations: RevocationList,
+        scope_rules: ScopeRules,
+        hierarchy: ScopeHierarchy,
+        challenges: Challenges,
+        audit: AuditLog,
+        scope_hint: ScopeHint | None = None,
+    ) -> None:
+        self.verifier = verifier
+        self.revocations = revocations
+        self.scope_rules = scope_rules
+        self.hierarchy = hierarchy
+        self.challenges = challenges
+        self.audit = audit
+        self.scope_hint = scope_hint
+
+    def _deny(
+        self,
+        response: Response,
+        reason: str,
+        method: str | None,
+        target: str | None,
+        principal: Principal | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> Response:
+        self.audit.record(
+            AuditEvent.about(
+                principal, decision=Decision.DENY, reason=reason, method=method, target=target, detail=detail
+            )
+        )
+        return response
+
+    async def admit(self, request: Request, message: Any) -> Principal | Response:
+        method, params, target = describe(message)
+        request_id = request_id_of(message)
+        if any(key.lower() == "access_token" for key in request.query_params):
+            return self._deny(
+                self.challenges.invalid_request(
+                    request_id, "access tokens are not accepted in the query string"
+                ),
+                "token_in_query",
+                method,
+                target,
+            )
+        headers = request.headers.getlist("authorization")
+        if not headers:
+            hint = self.scope_hint(method, params) if self.scope_hint and method else frozenset()
+            return self._deny(self.challenges.missing_token(request_id, hint), "no_token", method, target)
+        if len(headers) > 1:
+            return self._deny(
+                self.challenges.invalid_request(request_id, "more than one Authorization header"),
+                "duplicate_authorization",
+                method,
+                target,
+            )
+        scheme, _, token = headers[0].strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return self._deny(
+                self.challenges.invalid_token(request_id, "the Authorization header is not a Bearer token"),
+                "not_bearer",
+                method,
+                target,
+            )
+        try:
+            principal = await self.verifier.verify(token)
+        except VerifierUnavailable as unavailable:
+            return self._deny(self.challenges.unavailable(request_id), unavailable.reason, method, target)
+        except TokenRejected as rejected:
+            unverified = _unverified_claims(token)
+            return self._deny(
+                self.challenges.invalid_token(request_id, rejected.description),
+                rejected.reason,
+                method,
+                target,
+                detail={"unverified": unverified} if unverified else None,
+            )
+        revoked = self.revocations.check(principal)
+        if revoked is not None:
+            return self._deny(
+                self.challenges.invalid_token(request_id, "token has been revoked"),
+                revoked,
+                method,
+                target,
+                principal,
+            )
+        needed = await self.scope_rules.needed(method, params, principal) if method else frozenset()
+        if self.hierarchy.missing(principal.scopes, needed):
+            return self._deny(
+                self.challenges.insufficient_scope(request_id, needed),
+                "insufficient_scope",
+                method,
+                target,
+                principal,
+                detail={"needed": sorted(needed), "granted": sorted(principal.scopes)},
+            )
+        self.audit.record(
+            AuditEvent.about(principal, decision=Decision.ALLOW, reason="ok", method=method, target=target)
+        )
+        return principal

@@ -1,0 +1,106 @@
+"""RFC 9068 JWT access tokens: algorithm allow-list, trusted issuer, signature, then the shared claim rules.
+
+PyJWT checks the signature; everything else is decided here so each refusal has its own reason.
+The header and payload are read unverified only to choose the issuer and key — nothing from them
+is believed until the signature over them has been checked with a key of that very issuer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+
+from aml_mcp.auth.claims import ClaimRules, principal_from_claims
+from aml_mcp.auth.errors import TokenRejected
+from aml_mcp.auth.jwks import IssuerKeys
+from aml_mcp.auth.settings import ALLOWED_ALGORITHMS
+from aml_mcp.principal import Principal
+
+MAX_TOKEN_BYTES = 16 * 1024
+
+_jws = jwt.PyJWS(options={"verify_signature": True})
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedIssuer:
+    """An issuer this server accepts tokens from, with its keys and its own strictness settings."""
+
+    issuer: str
+    keys: IssuerKeys
+    algorithms: frozenset[str]
+    token_types: frozenset[str]
+    require_jti: bool = True
+
+
+def looks_like_jwt(token: str) -> bool:
+    return token.count(".") == 2
+
+
+class JwtVerifier:
+    def __init__(
+        self,
+        issuers: Mapping[str, TrustedIssuer],
+        rules: ClaimRules,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.issuers = dict(issuers)
+        self.rules = rules
+        self._clock = clock
+
+    async def verify(self, token: str) -> Principal:
+        if len(token) > MAX_TOKEN_BYTES:
+            raise TokenRejected("malformed_token", "token is too large")
+        try:
+            header = jwt.get_unverified_header(token)
+            unverified = jwt.decode(token, options={"verify_signature": False})
+        except (jwt.DecodeError, ValueError, TypeError):
+            raise TokenRejected("malformed_token", "token is not a well-formed JWT") from None
+        alg = header.get("alg")
+        if alg not in ALLOWED_ALGORITHMS:
+            # Refuses "none" and every HMAC algorithm (a public key used as an HMAC secret).
+            raise TokenRejected("disallowed_algorithm", "token signature algorithm is not accepted")
+        issuer_id = unverified.get("iss")
+        trusted = self.issuers.get(issuer_id) if isinstance(issuer_id, str) else None
+        if trusted is None:
+            raise TokenRejected("wrong_issuer", "token issuer is not trusted by this server")
+        if alg not in trusted.algorithms:
+            raise TokenRejected("disallowed_algorithm", "token signature algorithm is not accepted")
+        typ = header.get("typ")
+        if not isinstance(typ, str) or typ.lower() not in trusted.token_types:
+            raise TokenRejected("wrong_token_type", "token is not a JWT access token (typ at+jwt)")
+        kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            raise TokenRejected("malformed_token", "token 'kid' header is not a string")
+        keys = await trusted.keys.candidates(kid, alg)
+        if not keys:
+            raise TokenRejected("unknown_key", "token was signed with a key this server does not know")
+        claims = self._verified_claims(token, keys, alg)
+        if claims.get("iss") != trusted.issuer:  # same bytes as read above; checked again on verified data
+            raise TokenRejected("wrong_issuer", "token issuer is not trusted by this server")
+        return principal_from_claims(
+            claims, self.rules, issuer=trusted.issuer, now=self._clock(), require_jti=trusted.require_jti
+        )
+
+    @staticmethod
+    def _verified_claims(token: str, keys: list[Any], alg: str) -> dict[str, Any]:
+        for candidate in keys:
+            try:
+                payload = _jws.decode(token, candidate.key, algorithms=[alg])
+            except jwt.InvalidSignatureError:
+                continue
+            except (jwt.InvalidKeyError, jwt.InvalidAlgorithmError, jwt.DecodeError, ValueError, TypeError):
+                continue
+            try:
+                claims = json.loads(payload)
+            except ValueError:
+                raise TokenRejected("malformed_token", "token payload is not JSON") from None
+            if not isinstance(claims, dict):
+                raise TokenRejected("malformed_token", "token payload is not a JSON object")
+            return claims
+        raise TokenRejected("bad_signature", "token signature is invalid")

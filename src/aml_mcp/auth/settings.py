@@ -1,0 +1,144 @@
+"""The `auth` settings group (`AML_MCP_AUTH__*`): who may issue tokens for this server, and how strictly.
+
+Authentication is on unless switched off, and switching it off is only allowed on loopback (the
+command line refuses anything else). The defaults fail closed: RFC 9068 `typ`, a `jti`, a tenant
+claim and an audience naming this server are all required.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+ALLOWED_ALGORITHMS: tuple[str, ...] = ("RS256", "PS256", "ES256", "EdDSA")
+"""Asymmetric algorithms only: `none` and every HMAC algorithm are refused whatever the settings say."""
+
+DEFAULT_SCOPE_HIERARCHY: dict[str, list[str]] = {"aml:admin": ["aml:read", "aml:eval", "aml:draft"]}
+
+
+def is_loopback_host(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def require_secure_url(value: str, what: str) -> str:
+    """An absolute URL that is https, or http on a loopback host (local development and tests)."""
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise ValueError(f"{what} must be an absolute http(s) URL: {value!r}")
+    if parts.fragment or parts.query:
+        raise ValueError(f"{what} must not carry a query or fragment: {value!r}")
+    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
+        raise ValueError(f"{what} must use https unless it is on loopback: {value!r}")
+    return value
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IssuerSettings(_Group):
+    """One trusted authorization server whose JWT access tokens this server accepts."""
+
+    issuer: str
+    """Exact `iss` value (compared as a plain string, RFC 8414 §3.3)."""
+    jwks_uri: str | None = None
+    """Where its keys are; default: discovered from its RFC 8414 / OpenID metadata."""
+    algorithms: list[str] = Field(default_factory=lambda: list(ALLOWED_ALGORITHMS))
+    """Signature algorithms accepted from this issuer (a subset of RS256, PS256, ES256, EdDSA)."""
+    token_types: list[str] = Field(default_factory=lambda: ["at+jwt", "application/at+jwt"])
+    """Accepted JOSE `typ` values. RFC 9068 requires `at+jwt`; add `JWT` only for an issuer that
+    does not follow the profile (the audience check still keeps its ID tokens out)."""
+    require_jti: bool = True
+    """Refuse tokens without a `jti` (RFC 9068 requires one; revocation by token id needs it)."""
+
+    @field_validator("issuer", "jwks_uri")
+    @classmethod
+    def _secure(cls, value: str | None) -> str | None:
+        return None if value is None else require_secure_url(value, "issuer URL")
+
+    @field_validator("algorithms")
+    @classmethod
+    def _allowed(cls, value: list[str]) -> list[str]:
+        unknown = [alg for alg in value if alg not in ALLOWED_ALGORITHMS]
+        if unknown or not value:
+            raise ValueError(f"algorithms must be a non-empty subset of {list(ALLOWED_ALGORITHMS)}")
+        return value
+
+
+class IntrospectionSettings(_Group):
+    """RFC 7662 introspection for opaque (non-JWT) access tokens."""
+
+    endpoint: str
+    issuer: str
+    """The issuer active answers are attributed to; an answer naming another `iss` is refused."""
+    client_id: str
+    client_secret: SecretStr
+    cache_seconds: float = Field(default=60.0, ge=0)
+    """Upper bound on how long an answer is reused; never beyond the token's own `exp`."""
+    timeout_seconds: float = Field(default=5.0, gt=0)
+
+    @field_validator("endpoint", "issuer")
+    @classmethod
+    def _secure(cls, value: str) -> str:
+        return require_secure_url(value, "introspection URL")
+
+
+class DevAuthSettings(_Group):
+    """The development authorization server mounted in the same app (never for production)."""
+
+    enabled: bool = True
+    path: str = "/oauth"
+    """Mount point; the issuer is the server's base URL plus this path."""
+    access_token_ttl_seconds: int = Field(default=900, ge=30, le=86_400)
+    refresh_token_ttl_seconds: int = Field(default=86_400, ge=60)
+    client_credentials_tenant: str = "bank-a"
+    """Tenant claim for tokens of the pre-registered service client (client credentials grant)."""
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/") or value.endswith("/") or "?" in value or "#" in value:
+            raise ValueError("dev auth path must look like /oauth")
+        return value
+
+
+class AuthSettings(_Group):
+    """Settings of the OAuth 2.1 resource server (and its development authorization server)."""
+
+    enabled: bool = True
+    """Require a bearer token on /mcp. Off only on loopback (tests, conformance fixtures)."""
+    issuers: list[IssuerSettings] = Field(default_factory=list)
+    """Trusted external issuers (JSON list in the environment). The dev issuer is added when enabled."""
+    tenant_claim: str = "tenant"
+    """Name of the (required) claim that carries the caller's tenant (bank)."""
+    leeway_seconds: int = Field(default=30, ge=0, le=300)
+    """Clock skew tolerated on `exp`, `nbf` and `iat`."""
+    scope_hierarchy: dict[str, list[str]] = Field(default_factory=lambda: dict(DEFAULT_SCOPE_HIERARCHY))
+    """A granted scope (key) implies the listed ones, transitively."""
+    scopes_supported: list[str] | None = None
+    """`scopes_supported` in the protected resource metadata; default: every tool scope."""
+    resource_name: str = "AML MCP server"
+    jwks_cache_seconds: float = Field(default=600.0, ge=1)
+    """How long fetched keys are used before they are fetched again."""
+    jwks_refetch_interval_seconds: float = Field(default=30.0, ge=0)
+    """Minimum time between two refetches caused by an unknown `kid` (per issuer)."""
+    verified_token_cache_size: Annotated[int, Field(ge=0)] = 10_000
+    """Verified tokens remembered (by SHA-256, with their expiry) so a repeat costs no signature check."""
+    revocation_refresh_seconds: float = Field(default=2.0, gt=0)
+    """How often the revocation list is re-read, so `aml-mcp revoke` reaches a running server."""
+    audit_file: bool = True
+    """Also append audit events as JSON lines to DATA_DIR/audit.jsonl."""
+    audit_to_log: bool = False
+    """Also emit audit events on the `aml_mcp.audit` logger."""
+    introspection: IntrospectionSettings | None = None
+    dev: DevAuthSettings = Field(default_factory=DevAuthSettings)

@@ -1,0 +1,96 @@
+"""The minimal login and consent page of the development authorization server.
+
+It shows which client asks, where the browser will be sent back (the redirect host, as the MCP
+security considerations require), which resource the token will be for and which scopes, and
+lists the demo accounts. The original authorization request rides along in hidden fields, bound
+to this server by an HMAC so another site cannot post a consent on the user's behalf.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+from urllib.parse import urlsplit
+
+from aml_mcp.devauth.users import DemoUser
+
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:38rem;margin:2rem auto;padding:0 1rem;color:#222}"
+    "code{background:#f3f3f3;padding:0 .2rem}table{border-collapse:collapse}"
+    "td,th{padding:.2rem .6rem;text-align:left;border-bottom:1px solid #ddd}"
+    ".warn{color:#8a4b00}button{margin-right:.5rem;padding:.4rem 1rem}"
+)
+
+
+def form_signature(secret: bytes, fields: Iterable[tuple[str, str]]) -> str:
+    """HMAC over the authorization request's parameters, in order."""
+    mac = hmac.new(secret, digestmod=hashlib.sha256)
+    for name, value in fields:
+        mac.update(name.encode() + b"\x00" + value.encode() + b"\x01")
+    return mac.hexdigest()
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<style>{_STYLE}</style></head><body><h1>{escape(title)}</h1>{body}</body></html>"
+    )
+
+
+def error_page(message: str) -> str:
+    return _page("Authorization request refused", f"<p>{escape(message)}</p>")
+
+
+def consent_page(
+    *,
+    client_name: str,
+    client_id: str,
+    redirect_uri: str,
+    resource: str,
+    scope: str,
+    fields: Sequence[tuple[str, str]],
+    signature: str,
+    users: Iterable[DemoUser],
+    failed_login: bool = False,
+) -> str:
+    redirect_host = urlsplit(redirect_uri).hostname or redirect_uri
+    hidden = "".join(
+        f"<input type='hidden' name='{escape(name)}' value='{escape(value)}'>" for name, value in fields
+    )
+    accounts = "".join(
+        f"<tr><td><code>{escape(u.username)}</code></td><td>{escape(u.tenant)}</td>"
+        f"<td>{escape(' '.join(sorted(u.scopes)))}</td><td>{escape(u.description)}</td></tr>"
+        for u in users
+    )
+    loopback_note = (
+        "<p class='warn'>The client asks to be answered on this computer (a loopback address).</p>"
+        if redirect_host in {"127.0.0.1", "localhost", "::1"}
+        else ""
+    )
+    failure = "<p class='warn'>Unknown user or wrong password.</p>" if failed_login else ""
+    body = (
+        f"<p><b>{escape(client_name)}</b> (<code>{escape(client_id)}</code>) asks for access.</p>"
+        f"<p>Scopes requested: <code>{escape(scope or '(none: the account default)')}</code><br>"
+        f"Token for resource: <code>{escape(resource)}</code><br>"
+        f"You will be sent back to: <code>{escape(redirect_host)}</code></p>{loopback_note}{failure}"
+        f"<form method='post'>{hidden}<input type='hidden' name='consent_mac' value='{escape(signature)}'>"
+        "<p><label>User <input name='username' autocomplete='username'></label> "
+        "<label>Password <input name='password' type='password' autocomplete='current-password'></label></p>"
+        "<p><button name='decision' value='approve'>Approve</button>"
+        "<button name='decision' value='deny'>Deny</button></p></form>"
+        "<h2>Demo accounts</h2><p>The password is the user name. Scopes a user does not hold are left "
+        f"out of the token.</p><table><tr><th>User</th><th>Tenant</th><th>Scopes</th><th></th></tr>{accounts}"
+        "</table>"
+    )
+    return _page("Development authorization server", body)
+
+
+def request_fields(values: Mapping[str, Sequence[str]], names: Iterable[str]) -> list[tuple[str, str]]:
+    """The authorization request parameters worth carrying through the form, in a fixed order."""
+    fields: list[tuple[str, str]] = []
+    for name in names:
+        for value in values.get(name, ()):
+            fields.append((name, value))
+    return fields

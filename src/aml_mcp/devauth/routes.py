@@ -1,0 +1,238 @@
+"""HTTP face of the development authorization server: login/consent, token, registration, JWKS, metadata.
+
+Each route reads the request on the event loop, then runs authlib on a worker thread. Every
+redirect back to a client carries `iss` (RFC 9207), errors included.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio.to_thread
+from authlib.common.urls import add_params_to_uri
+from authlib.oauth2.rfc6749 import OAuth2Error
+from starlette.datastructures import ImmutableMultiDict
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from aml_mcp.devauth.keys import DevSigningKeys
+from aml_mcp.devauth.pages import consent_page, error_page, form_signature, request_fields
+from aml_mcp.devauth.server import (
+    AuthlibResponse,
+    Consent,
+    DevAuthorizationServer,
+    DevJsonRequest,
+    DevOAuth2Request,
+)
+from aml_mcp.devauth.users import UserDirectory
+
+logger = logging.getLogger(__name__)
+
+AUTHORIZE_PARAMS = (
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "scope",
+    "state",
+    "code_challenge",
+    "code_challenge_method",
+    "resource",
+    "prompt",
+)
+_NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+def _lists(values: ImmutableMultiDict[str, Any]) -> dict[str, list[str]]:
+    result: dict[str, list[str]] = {}
+    for key, value in values.multi_items():
+        if isinstance(value, str):
+            result.setdefault(key, []).append(value)
+    return result
+
+
+def _to_starlette(response: AuthlibResponse) -> Response:
+    headers = {name: value for name, value in response.headers if name.lower() != "content-type"}
+    if response.location is not None:
+        return RedirectResponse(response.location, status_code=response.status, headers=headers)
+    return Response(
+        response.json_body(), status_code=response.status, headers=headers, media_type="application/json"
+    )
+
+
+class DevAuthRoutes:
+    def __init__(
+        self,
+        *,
+        server: DevAuthorizationServer,
+        users: UserDirectory,
+        keys: DevSigningKeys,
+        form_secret: bytes,
+        mount_path: str,
+    ) -> None:
+        self.server = server
+        self.users = users
+        self.keys = keys
+        self.form_secret = form_secret
+        self.mount_path = mount_path
+        issuer = urlsplit(server.issuer)
+        self._origin = (issuer.scheme, issuer.netloc)
+
+    def routes(self) -> list[Route]:
+        path = self.mount_path
+        metadata = Route(f"/.well-known/oauth-authorization-server{path}", self.metadata, methods=["GET"])
+        return [
+            metadata,
+            Route(f"{path}/.well-known/oauth-authorization-server", self.metadata, methods=["GET"]),
+            Route(f"{path}/authorize", self.authorize, methods=["GET", "POST"]),
+            Route(f"{path}/token", self.token, methods=["POST"]),
+            Route(f"{path}/register", self.register, methods=["POST"]),
+            Route(f"{path}/jwks.json", self.jwks, methods=["GET"]),
+        ]
+
+    def _uri(self, request: Request) -> str:
+        """The request URI as the issuer names it (never from the Host header)."""
+        return urlunsplit((*self._origin, request.url.path, request.url.query, ""))
+
+    def _with_issuer(self, response: AuthlibResponse) -> Response:
+        location = response.location
+        if location is not None:
+            response.headers = [(k, v) for k, v in response.headers if k.lower() != "location"]
+            response.headers.append(("Location", add_params_to_uri(location, [("iss", self.server.issuer)])))
+        return _to_starlette(response)
+
+    async def _run(self, call: Callable[[], AuthlibResponse]) -> AuthlibResponse:
+        return await anyio.to_thread.run_sync(call)
+
+    # --- metadata & keys ---
+    async def metadata(self, request: Request) -> Response:
+        return JSONResponse(self.server.metadata(), headers={"Cache-Control": "max-age=300"})
+
+    async def jwks(self, request: Request) -> Response:
+        keys = await anyio.to_thread.run_sync(self.keys.jwks)
+        return JSONResponse(keys, headers={"Cache-Control": "max-age=60"})
+
+    # --- authorization endpoint ---
+    def _refusal(self, error: OAuth2Error, oauth_request: DevOAuth2Request) -> Response:
+        if error.redirect_uri:
+            return self._with_issuer(self.server.handle_error_response(oauth_request, error))
+        return HTMLResponse(
+            error_page(error.description or error.error or "invalid request"), status_code=400
+        )
+
+    def _consent(
+        self, oauth_request: DevOAuth2Request, values: Mapping[str, Sequence[str]], *, failed: bool = False
+    ) -> Response:
+        grant = self.server.get_consent_grant(oauth_request)
+        try:
+            resource = self.server.resource_of(oauth_request)
+        except OAuth2Error as error:
+            error.redirect_uri, error.state = grant.redirect_uri, oauth_request.payload.state
+            raise
+        fields = request_fields(values, AUTHORIZE_PARAMS)
+        client = oauth_request.client
+        html = consent_page(
+            client_name=client.client_name or client.client_id,
+            client_id=client.client_id,
+            redirect_uri=grant.redirect_uri,
+            resource=resource,
+            scope=oauth_request.payload.scope or "",
+            fields=fields,
+            signature=form_signature(self.form_secret, fields),
+            users=self.users,
+            failed_login=failed,
+        )
+        return HTMLResponse(html, status_code=401 if failed else 200, headers=_NO_STORE)
+
+    async def authorize(self, request: Request) -> Response:
+        if request.method == "GET":
+            values = _lists(request.query_params)
+            oauth_request = DevOAuth2Request("GET", self._uri(request), request.headers, values, {})
+
+            def show() -> Response:
+                try:
+                    return self._consent(oauth_request, values)
+                except OAuth2Error as error:
+                    return self._refusal(error, oauth_request)
+
+            response: Response = await anyio.to_thread.run_sync(show)
+            return response
+        return await self._decide(request)
+
+    async def _decide(self, request: Request) -> Response:
+        form = _lists(await request.form())
+        fields = request_fields(form, AUTHORIZE_PARAMS)
+        presented = (form.get("consent_mac") or [""])[0]
+        if not hmac.compare_digest(presented, form_signature(self.form_secret, fields)):
+            return HTMLResponse(
+                error_page("This consent form was not issued by this server."), status_code=400
+            )
+        values: dict[str, list[str]] = {}
+        for name, value in fields:
+            values.setdefault(name, []).append(value)
+        oauth_request = DevOAuth2Request("POST", self._uri(request), request.headers, {}, values)
+        decision = (form.get("decision") or [""])[0]
+        username = (form.get("username") or [""])[0]
+        password = (form.get("password") or [""])[0]
+
+        def decide() -> Response:
+            try:
+                grant = self.server.get_consent_grant(oauth_request)
+                if decision != "approve":
+                    result = self.server.create_authorization_response(
+                        oauth_request, grant_user=None, grant=grant
+                    )
+                    return self._with_issuer(result)
+                user = self.users.authenticate(username, password)
+                if user is None:
+                    return self._consent(oauth_request, values, failed=True)
+                consent = Consent(
+                    user=user,
+                    scope=self.server.granted_scope(user, oauth_request.payload.scope),
+                    resource=self.server.resource_of(oauth_request),
+                )
+                result = self.server.create_authorization_response(
+                    oauth_request, grant_user=consent, grant=grant
+                )
+                return self._with_issuer(result)
+            except OAuth2Error as error:
+                if not error.redirect_uri and oauth_request.client is not None:
+                    client = oauth_request.client
+                    error.redirect_uri = (
+                        oauth_request.payload.redirect_uri or client.get_default_redirect_uri()
+                    )
+                    error.state = oauth_request.payload.state
+                return self._refusal(error, oauth_request)
+
+        response: Response = await anyio.to_thread.run_sync(decide)
+        return response
+
+    # --- token endpoint ---
+    async def token(self, request: Request) -> Response:
+        form = _lists(await request.form())
+        oauth_request = DevOAuth2Request("POST", self._uri(request), request.headers, {}, form)
+        result = await self._run(lambda: self.server.create_token_response(oauth_request))
+        return _to_starlette(result)
+
+    # --- dynamic client registration ---
+    async def register(self, request: Request) -> Response:
+        try:
+            data = json.loads(await request.body())
+        except (ValueError, RecursionError):
+            data = None
+        if not isinstance(data, dict):
+            return JSONResponse(
+                {"error": "invalid_client_metadata", "error_description": "body must be a JSON object"},
+                status_code=400,
+                headers=_NO_STORE,
+            )
+        json_request = DevJsonRequest("POST", self._uri(request), request.headers, data)
+        result = await self._run(
+            lambda: self.server.create_endpoint_response("client_registration", json_request)
+        )
+        return _to_starlette(result)
