@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -27,7 +28,12 @@ class LiveServer:
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
         self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self.server.serve(sockets=[self._sock])
 
     def __enter__(self) -> LiveServer:
         self._thread.start()
@@ -41,6 +47,10 @@ class LiveServer:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        runtime = getattr(getattr(self.app, "state", None), "runtime", None)
+        if runtime is not None and self._loop is not None:
+            # What `aml-mcp serve` does on SIGTERM: end open streams before waiting for connections.
+            self._loop.call_soon_threadsafe(runtime.begin_shutdown)
         self.server.should_exit = True
         self._thread.join(timeout=30)
         self._sock.close()

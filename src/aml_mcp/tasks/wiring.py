@@ -20,14 +20,17 @@ from aml_mcp.catalog.tools import ToolRegistry
 from aml_mcp.protocol.errors import TASKS_EXTENSION
 from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.store.tasks_sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
+from aml_mcp.subscriptions.bus import EventBus
 from aml_mcp.tasks.access import add_task_scope_rules
 from aml_mcp.tasks.audit import LoggingTaskAudit, TaskAudit
 from aml_mcp.tasks.clock import Clock, SystemClock
 from aml_mcp.tasks.handlers import TaskHandlers
+from aml_mcp.tasks.notifications import FollowableTasks, PublishingTaskStore
 from aml_mcp.tasks.retention import Sweeper
 from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import TaskService
 from aml_mcp.tasks.settings import TaskSettings
+from aml_mcp.tasks.store import TaskStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,8 @@ class Tasks:
     service: TaskService
     runner: TaskRunner
     sweeper: Sweeper
+    following: FollowableTasks
+    """Which tasks a caller may follow on a listen stream, and their current state."""
 
     @property
     def extensions(self) -> dict[str, dict[str, Any]]:
@@ -66,9 +71,13 @@ def build_tasks(
     tools: ToolRegistry,
     audit: TaskAudit | None = None,
     clock: Clock | None = None,
+    bus: EventBus | None = None,
 ) -> Tasks:
+    """With a `bus`, every committed status change is published for listen streams."""
     clock = clock or SystemClock()
-    store = SqliteTaskStore(database)
+    store: TaskStore = SqliteTaskStore(database)
+    if bus is not None:
+        store = PublishingTaskStore(store, bus, clock, settings.poll_interval_ms)
     runner = TaskRunner(store, tools, settings, clock)
     service = TaskService(store, runner, settings, clock)
     handlers = TaskHandlers(service, audit or LoggingTaskAudit(), settings.poll_interval_ms)
@@ -78,4 +87,5 @@ def build_tasks(
         service=service,
         runner=runner,
         sweeper=Sweeper(store, clock, settings.sweep_interval_ms),
+        following=FollowableTasks(store, clock, settings.poll_interval_ms),
     )

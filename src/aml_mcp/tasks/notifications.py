@@ -1,0 +1,103 @@
+"""Tasks as seen from listen streams: which ids a caller may follow, and a change feed for the bus.
+
+`PublishingTaskStore` wraps any `TaskStore`: after a committed change of status (or of the
+input requests an `input_required` task shows), it publishes the task's complete state — what
+`tasks/get` would answer at that moment — with its owner and scope, so each stream can check the
+event against its own credential before sending it. Status messages alone (progress) are not
+status changes and are not pushed: listen streams never carry progress.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aml_mcp.principal import Owner, Principal
+from aml_mcp.subscriptions.bus import EventBus
+from aml_mcp.subscriptions.events import TaskChanged
+from aml_mcp.tasks.clock import Clock
+from aml_mcp.tasks.model import TaskRecord
+from aml_mcp.tasks.store import Change, LeaseReport, TaskStore
+from aml_mcp.tasks.wire import detailed_task
+
+
+def task_event(task: TaskRecord, poll_interval_ms: int) -> TaskChanged:
+    return TaskChanged(
+        owner=task.owner, task_id=task.task_id, scope=task.scope, state=detailed_task(task, poll_interval_ms)
+    )
+
+
+class PublishingTaskStore:
+    """A `TaskStore` that tells the event bus about every committed status change."""
+
+    def __init__(self, inner: TaskStore, bus: EventBus, clock: Clock, poll_interval_ms: int) -> None:
+        self._inner = inner
+        self._bus = bus
+        self._clock = clock
+        self._poll_interval_ms = poll_interval_ms
+
+    async def create(self, task: TaskRecord) -> None:
+        await self._inner.create(task)
+
+    async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
+        return await self._inner.find(task_id, owner, now_ms)
+
+    async def scope_of(self, task_id: str, owner: Owner, now_ms: int) -> str | None:
+        return await self._inner.scope_of(task_id, owner, now_ms)
+
+    async def transition(
+        self,
+        task_id: str,
+        owner: Owner,
+        *,
+        expected_version: int,
+        change: Change,
+        now_ms: int,
+        holder: str | None = None,
+        lease_free: bool = False,
+    ) -> bool:
+        applied = await self._inner.transition(
+            task_id,
+            owner,
+            expected_version=expected_version,
+            change=change,
+            now_ms=now_ms,
+            holder=holder,
+            lease_free=lease_free,
+        )
+        if applied and (change.status is not None or change.input_requests is not None):
+            task = await self._inner.find(task_id, owner, self._clock.now_ms())
+            if task is not None:
+                self._bus.publish(task_event(task, self._poll_interval_ms))
+        return applied
+
+    async def renew(self, holder: str, lease_until_ms: int, now_ms: int) -> LeaseReport:
+        return await self._inner.renew(holder, lease_until_ms, now_ms)
+
+    async def release(self, holder: str) -> None:
+        await self._inner.release(holder)
+
+    async def claim(self, holder: str, now_ms: int, lease_until_ms: int, limit: int) -> list[TaskRecord]:
+        return await self._inner.claim(holder, now_ms, lease_until_ms, limit)
+
+    async def sweep(self, now_ms: int, limit: int) -> int:
+        return await self._inner.sweep(now_ms, limit)
+
+
+class FollowableTasks:
+    """`TaskLookup` for listen streams, with the owner rule of `tasks/get`."""
+
+    def __init__(self, store: TaskStore, clock: Clock, poll_interval_ms: int) -> None:
+        self._store = store
+        self._clock = clock
+        self._poll_interval_ms = poll_interval_ms
+
+    async def followable(self, task_id: str, principal: Principal) -> frozenset[str] | None:
+        task = await self._store.find(task_id, principal.owner, self._clock.now_ms())
+        if task is None:
+            return None
+        return frozenset({task.scope}) if task.scope else frozenset()
+
+    async def snapshot(self, task_id: str, principal: Principal) -> Mapping[str, Any] | None:
+        task = await self._store.find(task_id, principal.owner, self._clock.now_ms())
+        return detailed_task(task, self._poll_interval_ms) if task is not None else None

@@ -1,0 +1,44 @@
+"""Reading an SSE response frame by frame, with a deadline per frame."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from typing import Any
+
+import httpx
+
+
+class SseReader:
+    """Parses `data:` lines of a streaming response on a background thread, so reads can time out."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for line in self.response.iter_lines():
+                if line.startswith("data:"):
+                    self._messages.put(json.loads(line[5:].strip()))
+        except (httpx.HTTPError, RuntimeError, ValueError):
+            pass
+        finally:
+            self._messages.put(None)
+
+    def next(self, timeout: float = 5.0) -> dict[str, Any] | None:
+        """The next message, or `None` once the stream has ended; raises `TimeoutError` if none comes."""
+        try:
+            return self._messages.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError("no SSE message within the deadline") from None
+
+    def rest(self, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Every remaining message until the stream ends."""
+        out: list[dict[str, Any]] = []
+        while (message := self.next(timeout)) is not None:
+            out.append(message)
+        return out
