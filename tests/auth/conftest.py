@@ -1,0 +1,62 @@
+"""A test catalog with one tool per AML scope (until the AML issue brings the real tools).
+
+Each tool answers with the principal it ran as, so tests can see that the verified identity — and
+nothing from the request body — is what reaches tool code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from aml_mcp.catalog import Catalog, ToolRegistry
+from aml_mcp.catalog.context import InvocationContext
+from aml_mcp.catalog.tools import ToolSpec
+from tests.support.oauth import TestIssuer
+
+SCOPED_TOOLS = {"probe_read": "aml:read", "probe_eval": "aml:eval", "probe_draft": "aml:draft"}
+
+
+async def _whoami(arguments: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
+    p = ctx.principal
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"{p.subject}@{p.tenant} via {p.client_id}")],
+        structured_content={
+            "issuer": p.issuer,
+            "subject": p.subject,
+            "tenant": p.tenant,
+            "client_id": p.client_id,
+            "scopes": sorted(p.scopes),
+        },
+    )
+
+
+def scoped_catalog() -> Catalog:
+    tools = ToolRegistry(
+        ToolSpec(
+            name=name,
+            description=f"test tool needing {scope}",
+            input_schema={"type": "object", "properties": {}},
+            body=_whoami,
+            scope=scope,
+        )
+        for name, scope in SCOPED_TOOLS.items()
+    )
+    tools.add(
+        ToolSpec(
+            name="probe_open",
+            description="test tool any authenticated caller may use",
+            input_schema={"type": "object", "properties": {}},
+            body=_whoami,
+        )
+    )
+    return Catalog(tools=tools)
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[TestIssuer]:
+    with TestIssuer() as running:
+        yield running

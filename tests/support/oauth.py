@@ -1,0 +1,363 @@
+"""Real servers with real token issuers, for HTTP tests that need authentication (reusable everywhere).
+
+Three pieces, all on 127.0.0.1 with random ports, no network beyond loopback:
+
+- `TestIssuer` — an OAuth issuer over real HTTP: RFC 8414 metadata at
+  `/.well-known/oauth-authorization-server` and a JWKS at `/jwks.json`. It mints RFC 9068 access
+  tokens with keys it holds (`mint(...)`), can add and rotate keys, and counts JWKS fetches. Use it
+  to test what the resource server accepts: any claim can be overridden or removed.
+- `secured_server(...)` — `build_app` with authentication on, trusting a `TestIssuer` (and/or the
+  embedded development authorization server), served by `LiveServer`. The server's resource URL
+  (the audience tokens must carry) is known before the app is built, because the port is reserved
+  first. Yields a `SecuredServer` with helpers to post MCP requests and read the audit trail.
+- `audit_events(...)` / `wait_for_audit(...)` — read the audit rows the server wrote (they join the
+  store's next group commit, so wait for them rather than reading once).
+
+Typical use::
+
+    with TestIssuer() as issuer, secured_server(tmp_path, catalog, issuer=issuer) as server:
+        token = issuer.mint(audience=server.resource, subject="alice", tenant="bank-a", scope="aml:read")
+        response = server.post("tools/call", {"name": "search", "arguments": {}}, token=token)
+        assert response.status_code == 200
+
+`pytest_plugins = ["tests.support.oauth_fixtures"]` in a conftest gives the same as fixtures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from jwt.algorithms import get_default_algorithms
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from aml_mcp.app import build_app
+from aml_mcp.auth.settings import AuthSettings, DevAuthSettings, IssuerSettings
+from aml_mcp.catalog import Catalog
+from aml_mcp.config import Settings
+from aml_mcp.devauth.minting import MintedToken
+from aml_mcp.devauth.wiring import token_minter
+from tests.support.live_server import LiveServer
+from tests.support.mcp_http import headers_for, message
+
+_KEY_FACTORIES: dict[str, Callable[[], Any]] = {
+    "RS256": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
+    "PS256": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
+    "ES256": lambda: ec.generate_private_key(ec.SECP256R1()),
+    "EdDSA": lambda: ed25519.Ed25519PrivateKey.generate(),
+}
+
+
+@dataclass
+class IssuerKey:
+    kid: str
+    alg: str
+    private: Any
+
+    def public_jwk(self) -> dict[str, Any]:
+        jwk: dict[str, Any] = get_default_algorithms()[self.alg].to_jwk(
+            self.private.public_key(), as_dict=True
+        )
+        jwk.update({"kid": self.kid, "alg": self.alg, "use": "sig"})
+        return jwk
+
+
+class TestIssuer:
+    """An authorization server's token side, served over real HTTP on 127.0.0.1.
+
+    `issuer` is its base URL (no path). Keys listed in `published` are in the JWKS; `mint` signs with
+    `signing_kid` unless told otherwise, so a token with an unpublished key is one `mint(kid=...)` away.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, alg: str = "RS256") -> None:
+        self.keys: dict[str, IssuerKey] = {}
+        self.published: list[str] = []
+        self.jwks_requests = 0
+        self.metadata_requests = 0
+        self.signing_kid = self.add_key(alg)
+        app = Starlette(
+            routes=[
+                Route("/.well-known/oauth-authorization-server", self._metadata),
+                Route("/jwks.json", self._jwks),
+            ]
+        )
+        self._live = LiveServer(app)
+        self.issuer = self._live.url
+
+    def __enter__(self) -> TestIssuer:
+        self._live.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._live.__exit__(exc_type, exc, tb)
+
+    @property
+    def settings(self) -> IssuerSettings:
+        """How a server is told to trust this issuer (keys found through its metadata)."""
+        return IssuerSettings(issuer=self.issuer)
+
+    def add_key(self, alg: str = "RS256", *, publish: bool = True) -> str:
+        kid = secrets.token_hex(6)
+        self.keys[kid] = IssuerKey(kid, alg, _KEY_FACTORIES[alg]())
+        if publish:
+            self.published.append(kid)
+        return kid
+
+    def rotate(self, alg: str = "RS256") -> str:
+        """A new signing key, published next to the old ones (which stay valid)."""
+        self.signing_kid = self.add_key(alg)
+        return self.signing_kid
+
+    async def _metadata(self, request: Request) -> JSONResponse:
+        self.metadata_requests += 1
+        return JSONResponse(
+            {
+                "issuer": self.issuer,
+                "jwks_uri": f"{self.issuer}/jwks.json",
+                "token_endpoint": f"{self.issuer}/token",
+                "response_types_supported": ["code"],
+            }
+        )
+
+    async def _jwks(self, request: Request) -> JSONResponse:
+        self.jwks_requests += 1
+        return JSONResponse({"keys": [self.keys[kid].public_jwk() for kid in self.published]})
+
+    def claims(
+        self,
+        *,
+        audience: str | list[str],
+        subject: str = "alice",
+        tenant: str = "bank-a",
+        client_id: str = "test-client",
+        scope: str = "aml:read",
+        ttl: int = 300,
+        tenant_claim: str = "tenant",
+    ) -> dict[str, Any]:
+        now = int(time.time())
+        return {
+            "iss": self.issuer,
+            "sub": subject,
+            "aud": audience,
+            "client_id": client_id,
+            tenant_claim: tenant,
+            "scope": scope,
+            "iat": now,
+            "nbf": now,
+            "exp": now + ttl,
+            "jti": secrets.token_urlsafe(12),
+        }
+
+    def sign(
+        self, claims: Mapping[str, Any], *, kid: str | None = None, headers: Mapping[str, Any] | None = None
+    ) -> str:
+        key = self.keys[kid or self.signing_kid]
+        header = {"kid": key.kid, "typ": "at+jwt", **(headers or {})}
+        return jwt.encode(dict(claims), key.private, algorithm=key.alg, headers=header)
+
+    def mint(
+        self,
+        *,
+        audience: str | list[str],
+        kid: str | None = None,
+        headers: Mapping[str, Any] | None = None,
+        remove: Sequence[str] = (),
+        **overrides: Any,
+    ) -> str:
+        """A signed access token. Named `claims()` arguments shape it; other keywords override claims."""
+        shape = {k: overrides.pop(k) for k in list(overrides) if k in _CLAIM_ARGS}
+        claims = self.claims(audience=audience, **shape)
+        claims.update(overrides)
+        for name in remove:
+            claims.pop(name, None)
+        return self.sign(claims, kid=kid, headers=headers)
+
+
+_CLAIM_ARGS = {"subject", "tenant", "client_id", "scope", "ttl", "tenant_claim"}
+
+
+class _Deferred:
+    """An ASGI app whose target is set after the port is known (the resource URL needs the port)."""
+
+    def __init__(self) -> None:
+        self.target: Starlette | None = None
+
+    @property
+    def state(self) -> Any:
+        return self.target.state if self.target is not None else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.target is not None
+        await self.target(scope, receive, send)
+
+
+@dataclass
+class SecuredServer:
+    """A running server with authentication on."""
+
+    live: LiveServer
+    settings: Settings
+    issuer: TestIssuer | None
+    http: httpx.Client = field(repr=False)
+
+    @property
+    def url(self) -> str:
+        return self.live.url
+
+    @property
+    def resource(self) -> str:
+        """The canonical resource URI: the audience every accepted token must carry."""
+        return self.settings.resource_url
+
+    @property
+    def data_dir(self) -> Path:
+        return self.settings.data_dir
+
+    def mint(self, **kwargs: Any) -> str:
+        """A token from the test issuer for this server (override `audience` to aim it elsewhere)."""
+        assert self.issuer is not None, "this server was started without a TestIssuer"
+        kwargs.setdefault("audience", self.resource)
+        return self.issuer.mint(**kwargs)
+
+    def post(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        token: str | None = None,
+        request_id: Any = 1,
+        path: str = "/mcp",
+        **header_overrides: str | None,
+    ) -> httpx.Response:
+        """One MCP request over HTTP, with `Authorization: Bearer <token>` when a token is given."""
+        body = message(method, params, request_id=request_id)
+        headers = headers_for(body, **header_overrides)
+        if token is not None:
+            headers["authorization"] = f"Bearer {token}"
+        return self.http.post(path, content=json.dumps(body), headers=headers)
+
+    def dev_token(
+        self,
+        *,
+        subject: str = "alice",
+        tenant: str = "bank-a",
+        client_id: str = "aml-mcp-cli",
+        scope: str = "aml:read",
+        audience: str | None = None,
+        ttl: int = 300,
+    ) -> MintedToken:
+        """A token signed by the development issuer's key in this server's data directory."""
+        minter = token_minter(self.data_dir, self.settings.auth, self.resource)
+        return minter.mint(
+            subject=subject,
+            tenant=tenant,
+            client_id=client_id,
+            scopes=scope.split(),
+            audience=audience,
+            ttl_seconds=ttl,
+        )
+
+    def audit(self, *, since: int = 0, **match: Any) -> list[dict[str, Any]]:
+        return audit_events(self.data_dir, since=since, **match)
+
+    def audit_mark(self) -> int:
+        return audit_mark(self.data_dir)
+
+    def wait_for_audit(self, *, since: int = 0, timeout: float = 5.0, **match: Any) -> dict[str, Any]:
+        return wait_for_audit(self.data_dir, since=since, timeout=timeout, **match)
+
+
+def auth_settings(issuers: Sequence[TestIssuer] = (), *, dev: bool = False, **overrides: Any) -> AuthSettings:
+    """Auth on, trusting `issuers` (and the dev server if `dev`), JWKS refetch unthrottled for tests."""
+    values: dict[str, Any] = {
+        "enabled": True,
+        "issuers": [issuer.settings for issuer in issuers],
+        "dev": DevAuthSettings(enabled=dev),
+        "jwks_refetch_interval_seconds": 0.0,
+        "revocation_refresh_seconds": 0.2,
+        **overrides,
+    }
+    return AuthSettings(**values)
+
+
+@contextlib.contextmanager
+def secured_server(
+    data_dir: Path,
+    catalog: Catalog,
+    *,
+    issuer: TestIssuer | None = None,
+    dev: bool = False,
+    auth: AuthSettings | None = None,
+    **settings_overrides: Any,
+) -> Iterator[SecuredServer]:
+    """Serve `catalog` with authentication on, trusting `issuer` and/or the dev server, on 127.0.0.1."""
+    shim = _Deferred()
+    live = LiveServer(shim)  # type: ignore[arg-type]
+    settings = Settings(
+        host="127.0.0.1",
+        port=live.port,
+        data_dir=data_dir,
+        auth=auth or auth_settings([issuer] if issuer else [], dev=dev),
+        log_level="warning",
+        **settings_overrides,
+    )
+    shim.target = build_app(settings, catalog=catalog)
+    with live, httpx.Client(base_url=live.url, timeout=15) as http:
+        yield SecuredServer(live=live, settings=settings, issuer=issuer, http=http)
+
+
+def audit_events(data_dir: Path, *, since: int = 0, **match: Any) -> list[dict[str, Any]]:
+    """Audit rows in the server's store (oldest first, `seq` > `since`) whose columns equal every `match`."""
+    path = data_dir / "aml-mcp.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        conn.row_factory = sqlite3.Row
+        try:
+            rows = conn.execute("SELECT * FROM audit_events ORDER BY seq").fetchall()
+        except sqlite3.OperationalError:
+            return []
+    finally:
+        conn.close()
+    events = [dict(row) for row in rows]
+    for event in events:
+        event["detail"] = json.loads(event["detail"]) if event["detail"] else None
+    return [e for e in events if e["seq"] > since and all(e.get(k) == v for k, v in match.items())]
+
+
+def audit_mark(data_dir: Path) -> int:
+    """The newest audit `seq` so far: pass it as `since` to see only what happens next."""
+    events = audit_events(data_dir)
+    return int(events[-1]["seq"]) if events else 0
+
+
+def wait_for_audit(data_dir: Path, *, since: int = 0, timeout: float = 5.0, **match: Any) -> dict[str, Any]:
+    """The newest audit row matching `match`, waiting for the group commit that writes it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = audit_events(data_dir, since=since, **match)
+        if found:
+            return found[-1]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no audit event matching {match}; have {audit_events(data_dir)[-5:]}")
+        time.sleep(0.01)
