@@ -20,7 +20,9 @@ Typical use::
         response = server.post("tools/call", {"name": "search", "arguments": {}}, token=token)
         assert response.status_code == 200
 
-`pytest_plugins = ["tests.support.oauth_fixtures"]` in a conftest gives the same as fixtures.
+For the interactive step of the authorization code flow against the development authorization
+server, `approve(...)` / `approve_async(...)` play the browser: they load the login/consent page,
+sign in as a demo user, approve (or deny) and return the redirect the browser would have followed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -361,3 +364,58 @@ def wait_for_audit(data_dir: Path, *, since: int = 0, timeout: float = 5.0, **ma
         if time.monotonic() > deadline:
             raise AssertionError(f"no audit event matching {match}; have {audit_events(data_dir)[-5:]}")
         time.sleep(0.01)
+
+
+class _FormFields(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag == "input" and values.get("type") == "hidden" and values.get("name"):
+            self.fields.append((str(values["name"]), values.get("value") or ""))
+
+
+def consent_form(html: str, username: str, password: str | None, decision: str) -> dict[str, list[str]]:
+    """The form a person would submit on the dev server's login/consent page."""
+    parser = _FormFields()
+    parser.feed(html)
+    fields = [
+        *parser.fields,
+        ("username", username),
+        ("password", username if password is None else password),
+        ("decision", decision),
+    ]
+    form: dict[str, list[str]] = {}
+    for name, value in fields:
+        form.setdefault(name, []).append(value)
+    return form
+
+
+def approve(
+    authorization_url: str, username: str, *, password: str | None = None, decision: str = "approve"
+) -> str:
+    """Log in on the development authorization server and consent; returns the redirect `Location`."""
+    with httpx.Client(timeout=15, follow_redirects=False) as browser:
+        page = browser.get(authorization_url)
+        page.raise_for_status()
+        answer = browser.post(authorization_url, data=consent_form(page.text, username, password, decision))
+    if answer.status_code != 302:
+        raise AssertionError(f"consent did not redirect: {answer.status_code} {answer.text[:300]}")
+    return answer.headers["location"]
+
+
+async def approve_async(
+    authorization_url: str, username: str, *, password: str | None = None, decision: str = "approve"
+) -> str:
+    """`approve` for async code (e.g. an MCP client's OAuth redirect handler)."""
+    async with httpx.AsyncClient(timeout=15, follow_redirects=False) as browser:
+        page = await browser.get(authorization_url)
+        page.raise_for_status()
+        answer = await browser.post(
+            authorization_url, data=consent_form(page.text, username, password, decision)
+        )
+    if answer.status_code != 302:
+        raise AssertionError(f"consent did not redirect: {answer.status_code} {answer.text[:300]}")
+    return answer.headers["location"]
