@@ -27,6 +27,7 @@ sign in as a demo user, approve (or deny) and return the redirect the browser wo
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import secrets
@@ -50,7 +51,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from aml_mcp.app import build_app
-from aml_mcp.auth.settings import AuthSettings, DevAuthSettings, IssuerSettings
+from aml_mcp.auth.settings import AuthSettings, DevAuthSettings, IntrospectionSettings, IssuerSettings
 from aml_mcp.catalog import Catalog
 from aml_mcp.config import Settings
 from aml_mcp.devauth.minting import MintedToken
@@ -94,11 +95,15 @@ class TestIssuer:
         self.published: list[str] = []
         self.jwks_requests = 0
         self.metadata_requests = 0
+        self.introspection_requests = 0
+        self.opaque_tokens: dict[str, dict[str, Any]] = {}
+        self.introspection_client = ("resource-server", secrets.token_urlsafe(16))
         self.signing_kid = self.add_key(alg)
         app = Starlette(
             routes=[
                 Route("/.well-known/oauth-authorization-server", self._metadata),
                 Route("/jwks.json", self._jwks),
+                Route("/introspect", self._introspect, methods=["POST"]),
             ]
         )
         self._live = LiveServer(app)
@@ -144,6 +149,37 @@ class TestIssuer:
     async def _jwks(self, request: Request) -> JSONResponse:
         self.jwks_requests += 1
         return JSONResponse({"keys": [self.keys[kid].public_jwk() for kid in self.published]})
+
+    @property
+    def introspection_settings(self) -> IntrospectionSettings:
+        """How a server is told to introspect opaque tokens here (RFC 7662)."""
+        client_id, secret = self.introspection_client
+        return IntrospectionSettings(
+            endpoint=f"{self.issuer}/introspect",
+            issuer=self.issuer,
+            client_id=client_id,
+            client_secret=secret,
+        )
+
+    def opaque(self, *, audience: str | list[str], active: bool = True, **claims_args: Any) -> str:
+        """An opaque (non-JWT) token whose claims only the introspection endpoint reveals."""
+        token = secrets.token_urlsafe(24)
+        shape = {k: claims_args.pop(k) for k in list(claims_args) if k in _CLAIM_ARGS}
+        self.opaque_tokens[token] = {
+            **self.claims(audience=audience, **shape),
+            **claims_args,
+            "active": active,
+        }
+        return token
+
+    async def _introspect(self, request: Request) -> JSONResponse:
+        self.introspection_requests += 1
+        expected = "Basic " + base64.b64encode(":".join(self.introspection_client).encode()).decode()
+        if request.headers.get("authorization") != expected:
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        form = await request.form()
+        answer = self.opaque_tokens.get(str(form.get("token")), {"active": False})
+        return JSONResponse(answer if answer.get("active") else {"active": False})
 
     def claims(
         self,
