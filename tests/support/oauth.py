@@ -285,10 +285,11 @@ class SecuredServer:
         token: str | None = None,
         request_id: Any = 1,
         path: str = "/mcp",
+        capabilities: Mapping[str, Any] | None = None,
         **header_overrides: str | None,
     ) -> httpx.Response:
         """One MCP request over HTTP, with `Authorization: Bearer <token>` when a token is given."""
-        body = message(method, params, request_id=request_id)
+        body = message(method, params, request_id=request_id, capabilities=capabilities)
         headers = headers_for(body, **header_overrides)
         if token is not None:
             headers["authorization"] = f"Bearer {token}"
