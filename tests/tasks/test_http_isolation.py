@@ -1,0 +1,223 @@
+"""Cross-principal isolation over real HTTP with real tokens (auth on, JWTs from real issuers).
+
+30 callers — 3 subjects x 3 tenants x 3 clients, two whose `client_id|sub` would join to the same
+string, and one that differs from another only by issuer — each own one task waiting for input.
+Every foreign `tasks/get`, `tasks/update` and `tasks/cancel` must be answered exactly like an
+unknown id and change nothing; the owner must still hold the creating tool's scope.
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+import pytest
+
+from aml_mcp.catalog import Catalog, ToolRegistry
+from aml_mcp.catalog.context import InvocationContext, elicit_form, request_input
+from aml_mcp.catalog.tools import Execution, ToolSpec
+from tests.support.mcp_http import headers_for, message
+from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server
+from tests.tasks.wire_client import WITH_TASKS, accept
+
+SCOPE = "aml:draft"
+_lean = threading.local()
+NOT_FOUND = {"code": -32602, "message": "Task not found"}
+GO = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
+
+
+def catalog() -> Catalog:
+    async def hold(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
+        answer = await request_input(ctx, "go", elicit_form("Go ahead?", GO))
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer))])
+
+    tool = ToolSpec(
+        name="hold",
+        description="Waits for one answer, as a task.",
+        input_schema={"type": "object"},
+        body=hold,
+        execution=Execution.TASK,
+        scope=SCOPE,
+    )
+    return Catalog(tools=ToolRegistry([tool]))
+
+
+@dataclass(frozen=True)
+class Caller:
+    label: str
+    issuer: TestIssuer
+    subject: str
+    tenant: str
+    client_id: str
+    token: str
+
+
+@dataclass
+class World:
+    server: SecuredServer
+    callers: list[Caller]
+    tasks: dict[str, str]
+    """Caller label → the id of the task it created."""
+
+    def send(self, token: str, method: str, params: dict[str, Any], **headers: str | None) -> httpx.Response:
+        body = message(method, params, capabilities=WITH_TASKS)
+        head = {**headers_for(body, **headers), "authorization": f"Bearer {token}"}
+        return self.server.http.post("/mcp", content=json.dumps(body), headers=head)
+
+    def send_lean(self, token: str, method: str, params: dict[str, Any]) -> tuple[int, Any]:
+        """The same request on this thread's own keep-alive `http.client` connection (httpx costs
+        more CPU than the server it talks to, and the matrix sends thousands of requests)."""
+        connection = getattr(_lean, "connection", None)
+        if connection is None:
+            connection = http.client.HTTPConnection("127.0.0.1", self.server.live.port, timeout=15)
+            _lean.connection = connection
+        body = message(method, params, capabilities=WITH_TASKS)
+        connection.request(
+            "POST", "/mcp", json.dumps(body), {**headers_for(body), "authorization": f"Bearer {token}"}
+        )
+        response = connection.getresponse()
+        return response.status, json.loads(response.read()).get("error")
+
+    def token(self, caller: Caller, scope: str) -> str:
+        """A new token for the same principal with other scopes."""
+        return caller.issuer.mint(
+            audience=self.server.resource,
+            subject=caller.subject,
+            tenant=caller.tenant,
+            client_id=caller.client_id,
+            scope=scope,
+        )
+
+
+def _caller(
+    server: SecuredServer, label: str, issuer: TestIssuer, subject: str, tenant: str, client_id: str
+) -> Caller:
+    token = issuer.mint(
+        audience=server.resource, subject=subject, tenant=tenant, client_id=client_id, scope=SCOPE
+    )
+    return Caller(label, issuer, subject, tenant, client_id, token)
+
+
+def _callers(server: SecuredServer, first: TestIssuer, second: TestIssuer) -> list[Caller]:
+    callers = [
+        _caller(server, f"{s}/{t}/{c}", first, s, t, c)
+        for s, t, c in itertools.product(
+            ("alice", "bob", "carol"), ("bank-a", "bank-b", "bank-c"), ("c1", "c2", "c3")
+        )
+    ]
+    callers.append(_caller(server, "sub y|z, client x", first, "y|z", "bank-a", "x"))
+    callers.append(_caller(server, "sub z, client x|y", first, "z", "bank-a", "x|y"))
+    callers.append(_caller(server, "alice/bank-a/c1 of the second issuer", second, "alice", "bank-a", "c1"))
+    return callers
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    data_dir: Path = tmp_path_factory.mktemp("isolation")
+    with TestIssuer() as first, TestIssuer() as second:
+        auth = auth_settings([first, second])
+        with secured_server(data_dir, catalog(), auth=auth) as server:
+            world = World(server, _callers(server, first, second), {})
+            for caller in world.callers:
+                created = world.send(caller.token, "tools/call", {"name": "hold", "arguments": {}})
+                assert created.status_code == 200, created.text
+                world.tasks[caller.label] = created.json()["result"]["taskId"]
+            yield world
+
+
+def _state(world: World, caller: Caller) -> dict[str, Any]:
+    task_id = world.tasks[caller.label]
+    for _ in range(200):
+        response = world.send(caller.token, "tasks/get", {"taskId": task_id})
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()["result"]
+        if result["status"] == "input_required":
+            result.pop("_meta", None)
+            return result
+        time.sleep(0.01)
+    raise AssertionError("task never asked for input")
+
+
+def test_every_foreign_request_is_refused_like_an_unknown_id_and_changes_nothing(world: World) -> None:
+    assert len(world.callers) == 30
+    before = {caller.label: _state(world, caller) for caller in world.callers}
+    unknown = world.send(world.callers[0].token, "tasks/get", {"taskId": "Q" * 32})
+    assert unknown.status_code == 400 and unknown.json()["error"] == NOT_FOUND
+
+    def probe(pair: tuple[Caller, Caller]) -> list[tuple[str, int, Any]]:
+        owner, intruder = pair
+        task_id = world.tasks[owner.label]
+        outcomes = []
+        for method, extra in (
+            ("tasks/get", {}),
+            ("tasks/update", {"inputResponses": {"go": accept(go=True)}}),
+            ("tasks/cancel", {}),
+        ):
+            status, error = world.send_lean(intruder.token, method, {"taskId": task_id, **extra})
+            outcomes.append((f"{intruder.label} {method} on {owner.label}", status, error))
+        return outcomes
+
+    pairs = [(owner, intruder) for owner in world.callers for intruder in world.callers if owner != intruder]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = [outcome for batch in pool.map(probe, pairs) for outcome in batch]
+    assert len(results) == 30 * 29 * 3
+    wrong = [r for r in results if r[1:] != (400, NOT_FOUND)]
+    assert wrong == []
+
+    for caller in world.callers:
+        assert _state(world, caller) == before[caller.label], caller.label
+
+
+def test_the_owner_needs_the_creating_tools_scope_on_every_request(world: World) -> None:
+    owner, stranger = world.callers[0], world.callers[5]
+    task_id = world.tasks[owner.label]
+    for method, extra in (("tasks/get", {}), ("tasks/update", {"inputResponses": {}}), ("tasks/cancel", {})):
+        weak = world.send(world.token(owner, "aml:read"), method, {"taskId": task_id, **extra})
+        assert weak.status_code == 403, weak.text
+        assert 'error="insufficient_scope"' in weak.headers["www-authenticate"]
+        # A stranger without the scope learns nothing either: an id it does not own needs no scope.
+        foreign = world.send(world.token(stranger, "aml:read"), method, {"taskId": task_id, **extra})
+        assert foreign.status_code == 400 and foreign.json()["error"] == NOT_FOUND
+    assert _state(world, owner)["status"] == "input_required"
+
+
+def test_denials_are_audited_without_values_or_tokens(world: World) -> None:
+    owner, intruder = world.callers[1], world.callers[2]
+    task_id = world.tasks[owner.label]
+    mark = world.server.audit_mark()
+    secret_answer = accept(go=True, note="confidential-answer-value")
+    world.send(intruder.token, "tasks/update", {"taskId": task_id, "inputResponses": {"go": secret_answer}})
+    event = world.server.wait_for_audit(since=mark, method="tasks/update", decision="deny")
+    assert event["reason"] == "not_found" and event["subject"] == intruder.subject
+    assert event["tenant"] == intruder.tenant and event["client_id"] == intruder.client_id
+    assert event["target"] == task_id[:8]
+    trail = world.server.audit(since=mark)
+    flat = json.dumps(trail)
+    assert "confidential-answer-value" not in flat and intruder.token not in flat
+    task_events = [e for e in trail if e["method"] == "tasks/update" and e["reason"] != "ok"]
+    assert task_events and all(task_id not in json.dumps(e) for e in task_events)
+
+
+def test_the_owner_can_answer_and_complete(world: World) -> None:
+    owner = world.callers[-1]
+    task_id = world.tasks[owner.label]
+    answered = world.send(
+        owner.token, "tasks/update", {"taskId": task_id, "inputResponses": {"go": accept(go=True)}}
+    )
+    assert answered.status_code == 200
+    for _ in range(300):
+        state = world.send(owner.token, "tasks/get", {"taskId": task_id}).json()["result"]
+        if state["status"] == "completed":
+            break
+        time.sleep(0.01)
+    assert state["status"] == "completed"
