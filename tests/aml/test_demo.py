@@ -37,7 +37,7 @@ def test_some_cases_lack_facts_a_sar_needs(demo_corpus: DemoCorpus) -> None:
 
 def test_labelled_queries(demo_corpus: DemoCorpus) -> None:
     kinds = {q.kind for q in demo_corpus.queries}
-    assert kinds == {"paraphrase", "account_id", "name", "case_id"}
+    assert kinds == {"paraphrase", "keyword", "account_id", "name", "case_id"}
     assert {q.split for q in demo_corpus.queries} == {"tune", "test"}
     for query in demo_corpus.queries:
         owned = {d.note.note_id for d in demo_corpus.notes[query.tenant]}

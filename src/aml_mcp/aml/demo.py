@@ -255,7 +255,7 @@ class LabelledQuery:
     tenant: str
     text: str
     kind: str
-    """`paraphrase`, `account_id`, `name` or `case_id`."""
+    """`paraphrase`, `keyword`, `account_id`, `name` or `case_id`."""
     split: str
     """`tune` (used to pick the fusion weights) or `test` (held out for reporting)."""
     relevance: dict[str, int] = field(default_factory=dict)
@@ -391,17 +391,59 @@ def _split(text: str) -> str:
     return "tune" if hashlib.sha256(text.encode()).digest()[0] % 2 == 0 else "test"
 
 
+def _variant_relevance(typology: Typology, variant: Variant, notes: Sequence[DemoNote]) -> dict[str, int]:
+    relevance: dict[str, int] = {}
+    for n in notes:
+        if n.typology == typology.code and n.variant == variant.key:
+            relevance[n.note.note_id] = 2
+        elif typology.code in (n.typology, n.secondary):
+            relevance[n.note.note_id] = 1
+    return relevance
+
+
+def _template_words(template: str) -> set[str]:
+    text = _ALT.sub(lambda m: m.group(1).replace("|", " "), template)
+    text = re.sub(r"\{[a-z0-9_]+\}", " ", text)
+    return {w for w in re.findall(r"[a-z][a-z-]+", text.lower()) if len(w) >= 5}
+
+
+def keyword_queries(tenant: str, notes: Sequence[DemoNote], seed: int) -> list[LabelledQuery]:
+    """Analyst-style keyword queries that *do* use the notes' own distinctive words (BM25's home turf).
+
+    They keep the fusion honest: tuned on paraphrases alone, lexical weight would drop to zero and
+    searches that quote a note's wording would lose the keyword signal.
+    """
+    words = {
+        v.key: set().union(*(_template_words(b) for b in v.behaviour)) for t in TYPOLOGIES for v in t.variants
+    }
+    rng = random.Random(f"{seed}:{tenant}:keyword")  # noqa: S311 - reproducible demo data
+    out: list[LabelledQuery] = []
+    for typology in TYPOLOGIES:
+        for variant in typology.variants:
+            others = set().union(*(w for k, w in words.items() if k != variant.key))
+            own = sorted(words[variant.key] - others, key=lambda w: (-len(w), w))[:8]
+            relevance = _variant_relevance(typology, variant, notes)
+            for i in range(2):
+                text = " ".join(rng.sample(own, min(3, len(own))))
+                out.append(
+                    LabelledQuery(
+                        query_id=f"{tenant}:keyword:{variant.key}:{i}",
+                        tenant=tenant,
+                        text=text,
+                        kind="keyword",
+                        split=_split(f"{tenant}:{text}"),
+                        relevance=relevance,
+                    )
+                )
+    return out
+
+
 def paraphrase_queries(tenant: str, notes: Sequence[DemoNote]) -> list[LabelledQuery]:
     """Every typology variant's paraphrased queries, graded against this tenant's notes."""
     out: list[LabelledQuery] = []
     for typology in TYPOLOGIES:
         for variant in typology.variants:
-            relevance: dict[str, int] = {}
-            for n in notes:
-                if n.typology == typology.code and n.variant == variant.key:
-                    relevance[n.note.note_id] = 2
-                elif typology.code in (n.typology, n.secondary):
-                    relevance[n.note.note_id] = 1
+            relevance = _variant_relevance(typology, variant, notes)
             for i, text in enumerate(variant.queries):
                 out.append(
                     LabelledQuery(
@@ -460,6 +502,7 @@ def generate(notes_per_tenant: int, seed: int = DEFAULT_SEED, exact_per_kind: in
         tenant_notes = generate_notes(tenant, notes_per_tenant, seed)
         notes[tenant.name] = tenant_notes
         queries += paraphrase_queries(tenant.name, tenant_notes)
+        queries += keyword_queries(tenant.name, tenant_notes, seed)
         queries += exact_queries(tenant.name, tenant_notes, exact_per_kind, seed)
     return DemoCorpus(notes, queries)
 

@@ -183,13 +183,32 @@ class SearchHit(BaseModel):
     typologies: list[str] = Field(default_factory=list)
 
 
-def lexical_match(query: str) -> str | None:
-    """An FTS5 expression OR-ing the query's content words, each quoted (no FTS syntax gets through)."""
+def lexical_terms(query: str) -> list[str]:
+    """The query's content words, lower-cased, deduplicated, bounded in number.
+
+    Words are runs of letters and digits only, so no FTS5 syntax (quotes, `*`, `:`, `NEAR`,
+    parentheses) can get through; the store quotes each one.
+    """
     words = [w for w in (m.group(0).lower() for m in _WORD.finditer(query)) if w not in _STOPWORDS]
-    words = list(dict.fromkeys(words))[:_MAX_LEXICAL_TERMS]
-    if not words:
-        return None
-    return " OR ".join(f'"{w}"' for w in words)
+    return list(dict.fromkeys(words))[:_MAX_LEXICAL_TERMS]
+
+
+def lexical_match(query: str) -> str | None:
+    """An FTS5 expression OR-ing all the query's content words, each quoted."""
+    words = lexical_terms(query)
+    return " OR ".join(f'"{w}"' for w in words) if words else None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Everything ranking needs for one query, gathered once (the benchmark re-fuses these)."""
+
+    lexical: dict[int, float]
+    """BM25 per row id, larger is better."""
+    dense: dict[int, float]
+    """Cosine per row id."""
+    exact: dict[int, list[str]]
+    """Row id -> `kind:value` identifiers from the query found on that note."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,46 +229,54 @@ class NoteSearch:
         self, notes: TenantNotes, request: SearchRequest, mode: SearchMode = SearchMode.HYBRID
     ) -> list[SearchHit]:
         """The best `request.top_k` notes of the tenant behind `notes` for `request`."""
-        where = request.note_filter()
-        match = lexical_match(request.query)
-        ranked = self._rank(notes, request, where, match, mode)
-        return self._render(notes, ranked, match, request.query)
+        ranked = self._rank(notes, request, mode)
+        return self._render(
+            notes, ranked, notes.match_expression(lexical_terms(request.query)), request.query
+        )
 
     def rank_ids(
         self, notes: TenantNotes, request: SearchRequest, mode: SearchMode = SearchMode.HYBRID
     ) -> list[str]:
         """Note ids only, in rank order (for evaluation, where snippets are waste)."""
-        where = request.note_filter()
-        ranked = self._rank(notes, request, where, lexical_match(request.query), mode)
+        ranked = self._rank(notes, request, mode)
         found = notes.get([r.rowid for r in ranked])
         return [found[r.rowid].note_id for r in ranked if r.rowid in found]
 
     # -- ranking ----------------------------------------------------------------------------
 
-    def _rank(
-        self,
-        notes: TenantNotes,
-        request: SearchRequest,
-        where: NoteFilter,
-        match: str | None,
-        mode: SearchMode,
-    ) -> list[_Ranked]:
+    def candidates(self, notes: TenantNotes, request: SearchRequest, mode: SearchMode) -> Candidates:
+        """Lexical, dense and exact-identifier candidates of `request` within `notes`."""
+        where = request.note_filter()
+        match = notes.match_expression(lexical_terms(request.query)) if mode is not SearchMode.DENSE else None
         lexical: dict[int, float] = {}
         dense: dict[int, float] = {}
+        exact: dict[int, list[str]] = {}
         if mode is not SearchMode.DENSE and match is not None:
             lexical = {h.rowid: -h.bm25 for h in notes.lexical(match, where, CANDIDATES)}
         if mode is not SearchMode.LEXICAL:
             dense = self._dense(notes, request.query, where)
         if mode is SearchMode.HYBRID:
-            scores = fuse(lexical, dense, self._weights)
             exact = notes.identifier_matches(identifier_candidates(request.query), where)
-        else:
-            scores = lexical if mode is SearchMode.LEXICAL else dense
-            exact = {}
-        for rowid, kinds in exact.items():
+        return Candidates(lexical, dense, exact)
+
+    def order(
+        self, found: Candidates, top_k: int, mode: SearchMode = SearchMode.HYBRID
+    ) -> list[tuple[int, float]]:
+        """(row id, score) best first: fused (or single-list) scores plus exact-identifier boosts."""
+        if mode is not SearchMode.HYBRID:
+            scores = dict(found.lexical if mode is SearchMode.LEXICAL else found.dense)
+            return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+        scores = fuse(found.lexical, found.dense, self._weights)
+        for rowid, kinds in found.exact.items():
             scores[rowid] = scores.get(rowid, 0.0) + IDENTIFIER_BOOST * len(set(kinds))
-        ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[: request.top_k]
-        return [_Ranked(rowid, score, tuple(exact.get(rowid, ()))) for rowid, score in ordered]
+        return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+
+    def _rank(self, notes: TenantNotes, request: SearchRequest, mode: SearchMode) -> list[_Ranked]:
+        found = self.candidates(notes, request, mode)
+        return [
+            _Ranked(rowid, score, tuple(found.exact.get(rowid, ())))
+            for rowid, score in self.order(found, request.top_k, mode)
+        ]
 
     def _dense(self, notes: TenantNotes, query: str, where: NoteFilter) -> dict[int, float]:
         vectors = notes.vectors()

@@ -10,6 +10,10 @@ Why this shape:
   `tenant_id` as well.
 * Reads are only reachable through `TenantNotes`, which `NoteStore.tenant()` hands out for one
   validated tenant id: there is no method that searches without one.
+* Where rows are already pinned by rowid, the tenant test is written `+tenant_id = ?`: still a
+  filter on every row, but the unary plus stops SQLite from preferring the `(tenant_id, ...)`
+  indexes, which would walk all of the tenant's notes (measured: 2.4 ms instead of 0.03 ms for
+  ten notes at 10k notes per tenant).
 * Note embeddings are computed by the caller at ingest and stored as float16 blobs beside the
   note; the store never computes them. A tenant's vectors are loaded into memory lazily on first
   use and reloaded only when that tenant's generation counter moves (any write bumps it).
@@ -175,6 +179,7 @@ class NoteStore:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.executescript(_SCHEMA)
         self._vectors: dict[int, TenantVectors] = {}
+        self._lexical_stats: dict[int, _LexicalStats] = {}
 
     @classmethod
     def open(cls, data_dir: Path) -> NoteStore:
@@ -260,6 +265,18 @@ def _identifier_rows(note: CaseNote) -> list[tuple[str, str]]:
     return [(v, k) for v, k in dict.fromkeys(rows) if v]
 
 
+_DF_CACHE_SIZE = 50_000
+
+
+@dataclass(slots=True)
+class _LexicalStats:
+    """Per-tenant document count and term document frequencies, valid for one generation."""
+
+    generation: int
+    documents: int
+    df: dict[str, int]
+
+
 @dataclass(frozen=True, slots=True)
 class LexicalHit:
     rowid: int
@@ -334,6 +351,8 @@ class TenantNotes:
                     (rowid, note.text, subjects, identifiers),
                 )
             conn.execute("UPDATE tenants SET generation = generation + 1 WHERE tenant_id = ?", (tenant_id,))
+        with self._store._reading() as conn:
+            conn.execute("PRAGMA optimize")
         return replaced
 
     # -- reads --------------------------------------------------------------------------------
@@ -346,20 +365,76 @@ class TenantNotes:
             row = conn.execute("SELECT count(*) FROM notes WHERE tenant_id = ?", (tenant_id,)).fetchone()
         return int(row[0])
 
+    def match_expression(self, terms: Sequence[str]) -> str | None:
+        """An FTS5 expression OR-ing the quoted `terms` that can still move a BM25 ranking.
+
+        FTS5 clamps the IDF of a term found in more than half of the documents to ~0, so such a
+        term adds nothing to any score yet makes the query walk most of the index (a bank prefix
+        in every note id, "cash" in a cash-heavy bank). Those are dropped, unless every term is
+        that common, when the rarest one is kept. Document frequencies are cached per tenant
+        until its next write.
+        """
+        clean = [t for t in dict.fromkeys(terms) if t and '"' not in t]
+        if not clean:
+            return None
+        with self._store._reading() as conn:
+            row = conn.execute(
+                "SELECT tenant_id, generation FROM tenants WHERE name = ?", (self.tenant,)
+            ).fetchone()
+            if row is None:
+                return None
+            tenant_id, generation = int(row[0]), int(row[1])
+            stats = self._store._lexical_stats.get(tenant_id)
+            if stats is None or stats.generation != generation:
+                total = conn.execute(
+                    "SELECT count(*) FROM notes WHERE tenant_id = ?", (tenant_id,)
+                ).fetchone()
+                stats = _LexicalStats(generation, int(total[0]), {})
+                self._store._lexical_stats[tenant_id] = stats
+            fts = _fts_table(tenant_id)
+            for term in clean:
+                if term not in stats.df:
+                    if len(stats.df) > _DF_CACHE_SIZE:
+                        stats.df.clear()
+                    found = conn.execute(
+                        f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ?",  # noqa: S608
+                        (f'"{term}"',),
+                    ).fetchone()
+                    stats.df[term] = int(found[0])
+        useful = [t for t in clean if 0 < stats.df[t] <= stats.documents / 2]
+        if not useful:
+            present = [t for t in clean if stats.df[t] > 0]
+            if not present:
+                return None
+            useful = [min(present, key=lambda t: stats.df[t])]
+        return " OR ".join(f'"{t}"' for t in useful)
+
     def lexical(self, match: str, where: NoteFilter, limit: int) -> list[LexicalHit]:
-        """Best `limit` notes for an FTS5 `match` expression by BM25, after `where`."""
+        """Best `limit` notes for an FTS5 `match` expression by BM25, after `where`.
+
+        The FTS table is the tenant's own, so without filters no join with `notes` is needed
+        (that join costs a row lookup per matching document).
+        """
         with self._store._reading() as conn:
             tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
             if tenant_id is None:
                 return []
             fts = _fts_table(tenant_id)
             extra, params = where.sql()
-            sql = (
-                f"SELECT f.rowid, bm25({fts}, 1.0, 1.5, 1.5) AS s FROM {fts} f "  # noqa: S608
-                f"JOIN notes n ON n.rowid = f.rowid "
-                f"WHERE {fts} MATCH ? AND n.tenant_id = ?{extra} ORDER BY s LIMIT ?"
-            )
-            rows = conn.execute(sql, [match, tenant_id, *params, limit]).fetchall()
+            if extra:
+                sql = (
+                    f"SELECT f.rowid, bm25({fts}, 1.0, 1.5, 1.5) AS s FROM {fts} f "  # noqa: S608
+                    f"JOIN notes n ON n.rowid = f.rowid "
+                    f"WHERE {fts} MATCH ? AND +n.tenant_id = ?{extra} ORDER BY s LIMIT ?"
+                )
+                args: list[object] = [match, tenant_id, *params, limit]
+            else:
+                sql = (
+                    f"SELECT rowid, bm25({fts}, 1.0, 1.5, 1.5) AS s FROM {fts} "  # noqa: S608
+                    f"WHERE {fts} MATCH ? ORDER BY s LIMIT ?"
+                )
+                args = [match, limit]
+            rows = conn.execute(sql, args).fetchall()
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows]
 
     def snippets(
@@ -375,10 +450,9 @@ class TenantNotes:
             fts = _fts_table(tenant_id)
             marks = ",".join("?" * len(rowids))
             rows = conn.execute(
-                f"SELECT f.rowid, snippet({fts}, 0, ?, ?, ' … ', ?) FROM {fts} f "  # noqa: S608
-                f"JOIN notes n ON n.rowid = f.rowid "
-                f"WHERE {fts} MATCH ? AND n.tenant_id = ? AND f.rowid IN ({marks})",
-                [mark[0], mark[1], tokens, match, tenant_id, *rowids],
+                f"SELECT rowid, snippet({fts}, 0, ?, ?, ' … ', ?) FROM {fts} "  # noqa: S608
+                f"WHERE {fts} MATCH ? AND rowid IN ({marks})",
+                [mark[0], mark[1], tokens, match, *rowids],
             ).fetchall()
         return {int(r[0]): str(r[1]) for r in rows}
 
@@ -395,7 +469,7 @@ class TenantNotes:
             sql = (
                 "SELECT i.note_rowid, i.kind, i.value FROM note_identifiers i "  # noqa: S608
                 "JOIN notes n ON n.rowid = i.note_rowid "
-                f"WHERE i.tenant_id = ? AND n.tenant_id = ? AND i.value IN ({marks}){extra}"
+                f"WHERE i.tenant_id = ? AND +n.tenant_id = ? AND i.value IN ({marks}){extra}"
             )
             rows = conn.execute(
                 sql,
@@ -416,8 +490,8 @@ class TenantNotes:
                 return {}
             marks = ",".join("?" * len(rowids))
             rows = conn.execute(
-                f"SELECT rowid, doc, text FROM notes WHERE tenant_id = ? AND rowid IN ({marks})",  # noqa: S608
-                [tenant_id, *rowids],
+                f"SELECT rowid, doc, text FROM notes WHERE rowid IN ({marks}) AND +tenant_id = ?",  # noqa: S608
+                [*rowids, tenant_id],
             ).fetchall()
         return {int(r[0]): _note(r[1], r[2]) for r in rows}
 

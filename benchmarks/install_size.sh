@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install size of the default environment: a fresh venv, `pip install .`, then du.
+#
+# Why: the default install must stay small and must not pull in torch (the dense search uses a
+# static table shipped inside aml_mcp, read with numpy). Not run by CI; about a minute.
+#
+#   bash benchmarks/install_size.sh            # installs the repository root
+#   bash benchmarks/install_size.sh /path/src  # or another checkout
+set -euo pipefail
+
+SRC="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+python3 -m venv "$WORK/venv"
+"$WORK/venv/bin/pip" install --quiet --upgrade pip >/dev/null
+cp -r "$SRC" "$WORK/src"
+rm -rf "$WORK/src/.venv" "$WORK/src/benchmarks/results"
+"$WORK/venv/bin/pip" install --quiet "$WORK/src"
+
+SITE="$("$WORK/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "default install of $SRC"
+echo "site-packages total: $(du -sh "$SITE" | cut -f1)"
+echo "largest distributions:"
+du -s "$SITE"/* 2>/dev/null | sort -rn | head -12 | awk '{printf "  %7.1f MB  %s\n", $1/1024, $2}' | sed "s|$SITE/||"
+echo "aml_mcp package: $(du -sh "$SITE/aml_mcp" | cut -f1)" \
+     "(static embedding table: $(du -sh "$SITE/aml_mcp/aml/embedding_table/minilm_l6_static.npz" | cut -f1))"
+heavy="$("$WORK/venv/bin/pip" list --format=freeze | grep -iE '^(torch|transformers|onnxruntime|tensorflow|jax)==' || true)"
+if [ -n "$heavy" ]; then
+  echo "HEAVY ML PACKAGES PRESENT:"; echo "$heavy"; exit 1
+fi
+echo "no torch / transformers / onnxruntime in the default install"
+HF_HUB_OFFLINE=1 "$WORK/venv/bin/python" -c '
+import sys, time
+t = time.perf_counter()
+from aml_mcp.aml.embeddings import StaticEmbedder
+e = StaticEmbedder.load()
+print(f"embedder {e.name} loads in {time.perf_counter() - t:.2f}s; torch imported: {\"torch\" in sys.modules}")
+'
