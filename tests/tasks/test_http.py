@@ -3,6 +3,8 @@ cross-principal matrix and the crash tests, which have their own modules)."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import random
 import re
 import time
@@ -19,7 +21,7 @@ from aml_mcp.config import Settings
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.tasks.settings import TaskSettings
 from tests.support.live_server import LiveServer
-from tests.support.mcp_http import TASKS_EXTENSION, message, post
+from tests.support.mcp_http import TASKS_EXTENSION, headers_for, message, post
 from tests.tasks.wire_client import (
     WITH_TASKS,
     WITHOUT_TASKS,
@@ -244,3 +246,20 @@ def test_cancel_racing_completion_ends_in_exactly_one_terminal_state(client: htt
         seen.add(final["status"])
         assert get(client, task_id) == final
     assert seen
+
+
+def test_whitespace_around_the_routing_name_is_not_part_of_it(
+    server: LiveServer, client: httpx.Client
+) -> None:
+    """RFC 9110 §5.5 (the parser in use may hand the value over unstripped; httpx refuses to send it)."""
+    task_id = create(client, "slow_compute", {"seconds": 0})["taskId"]
+    body = message("tasks/get", {"taskId": task_id}, capabilities=WITH_TASKS)
+    connection = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]), timeout=10)
+    try:
+        connection.request(
+            "POST", "/mcp", json.dumps(body), {**headers_for(body), "mcp-name": f"  {task_id}\t"}
+        )
+        response = connection.getresponse()
+        assert response.status == 200 and json.loads(response.read())["result"]["taskId"] == task_id
+    finally:
+        connection.close()

@@ -124,6 +124,9 @@ class McpEndpoint:
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # RFC 9110 §5.5: optional whitespace around a field value is not part of it. h11 strips it,
+        # httptools (uvicorn's faster parser) does not, and the SDK compares `Mcp-*` values verbatim.
+        scope["headers"] = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
         request = Request(scope, receive)
         if request.method != "POST":
             # No standalone GET stream and no DELETE of a session at this revision.
