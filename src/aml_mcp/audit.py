@@ -4,24 +4,26 @@ Every allow and every deny the auth gate makes is recorded (and the Tasks servic
 events through the same `AuditLog.record`). An event carries principal fields, the method and its
 target, the decision and a short machine-readable reason — never a token, never tool arguments.
 
-Recording must not slow the request path: the store row joins the database's next group commit
-(`write_soon`, no fsync waited for) and the JSON line is one unbuffered append without fsync.
-`AuditLog.record` never raises: a failing sink is logged, and the request goes on.
+Recording must not slow the request path: the request only hands the (immutable) event over — the
+store row is formatted and inserted on the database's writer thread and joins its next group
+commit (`write_soon`, no fsync waited for); the JSON line is formatted and appended by a background
+thread. `AuditLog.record` never raises: a failing sink is logged, and the request goes on.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from aml_mcp.principal import Principal
 from aml_mcp.store.sqlite import SqliteDatabase
@@ -109,14 +111,30 @@ class AuditEvent:
 
     def as_record(self) -> dict[str, Any]:
         """The JSON-line / row shape: ISO time, every field present, long values clipped."""
-        record = asdict(self)
-        record["time"] = datetime.fromtimestamp(self.time, UTC).isoformat(timespec="milliseconds")
-        record["decision"] = str(self.decision)
-        for key, value in record.items():
-            if isinstance(value, str) and len(value) > _MAX_FIELD:
-                record[key] = value[:_MAX_FIELD] + "…"
-        record["detail"] = dict(self.detail) if self.detail else None
-        return record
+        return {
+            "time": datetime.fromtimestamp(self.time, UTC).isoformat(timespec="milliseconds"),
+            # (formatted by the sinks' own threads, not on the request path)
+            "issuer": _clip(self.issuer),
+            "subject": _clip(self.subject),
+            "tenant": _clip(self.tenant),
+            "client_id": _clip(self.client_id),
+            "token_id": _clip(self.token_id),
+            "method": _clip(self.method),
+            "target": _clip(self.target),
+            "decision": self.decision.value,
+            "reason": _clip(self.reason),
+            "detail": dict(self.detail) if self.detail else None,
+        }
+
+
+def _json_line(event: AuditEvent) -> str:
+    return json.dumps(event.as_record(), separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def _clip(value: str | None) -> str | None:
+    if value is not None and len(value) > _MAX_FIELD:
+        return value[:_MAX_FIELD] + "…"
+    return value
 
 
 class TaskEventLike(Protocol):
@@ -143,7 +161,8 @@ class TaskEventLike(Protocol):
 
 
 class AuditSink(Protocol):
-    def write(self, record: Mapping[str, Any]) -> None: ...
+    def write(self, event: AuditEvent) -> None:
+        """Take the event; format and store it preferably off the request path. May raise."""
 
 
 class StoreSink:
@@ -152,8 +171,15 @@ class StoreSink:
     def __init__(self, database: SqliteDatabase) -> None:
         self.database = database
 
-    def write(self, record: Mapping[str, Any]) -> None:
-        values = (
+    def write(self, event: AuditEvent) -> None:
+        self.database.write_soon(lambda conn: _insert(conn, event.as_record()))
+
+
+def _insert(conn: sqlite3.Connection, record: Mapping[str, Any]) -> None:
+    conn.execute(
+        "INSERT INTO audit_events (time, issuer, subject, tenant, client_id, token_id, method,"
+        " target, decision, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
             record["time"],
             record["issuer"],
             record["subject"],
@@ -165,43 +191,55 @@ class StoreSink:
             record["decision"],
             record["reason"],
             json.dumps(record["detail"], separators=(",", ":")) if record["detail"] else None,
-        )
-
-        def insert(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO audit_events (time, issuer, subject, tenant, client_id, token_id, method,"
-                " target, decision, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                values,
-            )
-
-        self.database.write_soon(insert)
+        ),
+    )
 
 
 class JsonLinesSink:
-    """One JSON object per line appended to a file (opened lazily, kept open, no fsync).
+    """One JSON object per line appended to a file, written by a background thread (no fsync).
 
+    A write system call can cost tens of microseconds on some filesystems, so the request path only
+    queues the line; the thread appends whatever has queued up and flushes when the queue runs dry.
     The file is for shipping to a log pipeline; the store is the copy `aml-mcp audit tail` reads.
     Rotation is left to the operator's tooling (copytruncate-style rotation works: appends follow).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file: IO[str] | None = None
+        self._events: queue.SimpleQueue[AuditEvent | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def write(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
-        with self._lock:
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("a", encoding="utf-8", buffering=1)
-            self._file.write(line)
+    def write(self, event: AuditEvent) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._drain, name="audit-jsonl", daemon=True)
+                    self._thread.start()
+        self._events.put(event)
+
+    def _drain(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as out:
+            while True:
+                event = self._events.get()
+                while event is not None:
+                    out.write(_json_line(event))
+                    try:
+                        event = self._events.get_nowait()
+                    except queue.Empty:
+                        break
+                out.flush()
+                if event is None:
+                    return
 
     def close(self) -> None:
+        """Write out everything queued, then stop the thread."""
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._events.put(None)
+            thread.join(timeout=10)
 
 
 class LoggerSink:
@@ -210,8 +248,8 @@ class LoggerSink:
     def __init__(self, log: logging.Logger | None = None) -> None:
         self.log = log or logging.getLogger("aml_mcp.audit")
 
-    def write(self, record: Mapping[str, Any]) -> None:
-        self.log.info(json.dumps(record, separators=(",", ":"), ensure_ascii=False))
+    def write(self, event: AuditEvent) -> None:
+        self.log.info(_json_line(event).rstrip("\n"))
 
 
 class AuditLog:
@@ -222,10 +260,9 @@ class AuditLog:
 
     def record(self, event: AuditEvent) -> None:
         """Record `event` in every sink; never raises (a broken sink must not turn a deny into a 500)."""
-        record = event.as_record()
         for sink in self.sinks:
             try:
-                sink.write(record)
+                sink.write(event)
             except Exception:
                 logger.exception("audit sink %s failed", type(sink).__name__)
 

@@ -293,7 +293,7 @@ def test_serve_refuses_exposure(tmp_path: Path) -> None:
 
 def test_audit_log_never_raises_and_writes_json_lines(tmp_path: Path) -> None:
     class Broken:
-        def write(self, record: Mapping[str, Any]) -> None:
+        def write(self, event: AuditEvent) -> None:
             raise OSError("disk full")
 
     sink = JsonLinesSink(tmp_path / "audit.jsonl")

@@ -72,6 +72,19 @@ def _unverified_claims(token: str) -> dict[str, Any] | None:
     return picked or None
 
 
+def _token_in_query(request: Request) -> bool:
+    """RFC 6750 §2.3 tokens in the URL are refused; the raw bytes are only parsed when they could hold one."""
+    raw: bytes = request.scope.get("query_string", b"")
+    if b"access_token" not in raw.lower() and b"%" not in raw:
+        return False
+    return any(key.lower() == "access_token" for key in request.query_params)
+
+
+def _authorization_headers(request: Request) -> list[str]:
+    """Every Authorization header, read straight from the ASGI scope (cheaper than building `Headers`)."""
+    return [value.decode("latin-1") for name, value in request.scope["headers"] if name == b"authorization"]
+
+
 class BearerAdmission:
     def __init__(
         self,
@@ -111,7 +124,7 @@ class BearerAdmission:
     async def admit(self, request: Request, message: Any) -> Principal | Response:
         method, params, target = describe(message)
         request_id = request_id_of(message)
-        if any(key.lower() == "access_token" for key in request.query_params):
+        if _token_in_query(request):
             return self._deny(
                 self.challenges.invalid_request(
                     request_id, "access tokens are not accepted in the query string"
@@ -120,7 +133,7 @@ class BearerAdmission:
                 method,
                 target,
             )
-        headers = request.headers.getlist("authorization")
+        headers = _authorization_headers(request)
         if not headers:
             hint = self.scope_hint(method, params) if self.scope_hint and method else frozenset()
             return self._deny(self.challenges.missing_token(request_id, hint), "no_token", method, target)
