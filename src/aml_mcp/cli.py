@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 from aml_mcp.app import Runtime, build_app
 from aml_mcp.auth.cli import add_commands as add_auth_commands
 from aml_mcp.auth.cli import serve_banner, serve_refusal
+from aml_mcp.auth.redaction import install_access_log_redaction
 from aml_mcp.auth.settings import AuthSettings
 from aml_mcp.catalog import Catalog
 from aml_mcp.config import Settings, load_settings
@@ -55,6 +56,7 @@ def run_server(app: Starlette, settings: Settings) -> None:
         proxy_headers=False,
         server_header=False,
     )
+    install_access_log_redaction()
     _Server(config, app.state.runtime).run()
 
 

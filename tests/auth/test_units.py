@@ -4,6 +4,7 @@ claims, settings, audit — the properties that are awkward to provoke over HTTP
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from aml_mcp.auth.cli import serve_refusal
 from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.introspection import IntrospectionVerifier
 from aml_mcp.auth.jwks import IssuerKeys, metadata_urls
+from aml_mcp.auth.redaction import CredentialRedactingFilter
 from aml_mcp.auth.scopes import ScopeHierarchy
 from aml_mcp.auth.settings import AuthSettings, IntrospectionSettings, IssuerSettings
 from aml_mcp.auth.verifier import TokenVerifier
@@ -311,3 +313,14 @@ def test_audit_log_never_raises_and_writes_json_lines(tmp_path: Path) -> None:
         "time", "issuer", "subject", "tenant", "client_id", "token_id", "method", "target", "decision",
         "reason", "detail",
     }  # fmt: skip
+
+
+def test_access_log_lines_never_carry_a_query_string_token() -> None:
+    record = logging.LogRecord(
+        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "POST", "/mcp?a=1&Access_Token=eyJ.secret.sig", "1.1", 400), None,
+    )  # fmt: skip
+    assert CredentialRedactingFilter().filter(record)
+    assert (
+        "eyJ" not in record.getMessage() and "access_token=[redacted]".lower() in record.getMessage().lower()
+    )
