@@ -62,10 +62,12 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     scope_rules.add("tools/call", tool_scope_rule(catalog.tools))
     auth = build_auth(settings, database=database, scope_rules=scope_rules, tools=catalog.tools)
     migrations.extend(auth.migrations)
-    tasks = build_tasks(settings.tasks, database=database, tools=catalog.tools, audit=auth.audit.record_task)
+    bus = LocalEventBus()
+    tasks = build_tasks(
+        settings.tasks, database=database, tools=catalog.tools, audit=auth.audit.record_task, bus=bus
+    )
     migrations.append(tasks.migration)
 
-    bus = LocalEventBus()
     catalog.tools.changes.add(lambda: bus.publish(ListChanged("tools")))
     served = {"tools"}
     if catalog.prompts is not None:
@@ -79,6 +81,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         served=frozenset(served),
         policy=CredentialPolicy(revoked=auth.revoked, missing_scopes=auth.missing_scopes),
         resource_exists=catalog.resources.knows if catalog.resources is not None else None,
+        tasks=tasks.following,
     )
     runtime.shutdown_hooks.append(listen.close_all)
 
@@ -135,4 +138,5 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     )
     app.state.runtime = runtime
     app.state.settings = settings
+    app.state.listen = listen
     return app

@@ -11,16 +11,16 @@ import httpx
 import pytest
 
 from aml_mcp.app import build_app
-from aml_mcp.config import Settings
 from aml_mcp.conformance.fixtures import fixture_catalog
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import PROTOCOL_VERSION, headers_for, message, post, sse_messages
+from tests.support.settings import open_settings
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     data_dir: Path = tmp_path_factory.mktemp("core")
-    settings = Settings(data_dir=data_dir, max_body_bytes=64 * 1024)
+    settings = open_settings(data_dir, max_body_bytes=64 * 1024)
     with LiveServer(build_app(settings, catalog=fixture_catalog())) as live:
         yield live
 
