@@ -106,6 +106,11 @@ CASES = [
     Case("missing jti", lambda s, i: s.mint(remove=["jti"]), "missing_jti"),
     Case("not an access token (typ JWT)", lambda s, i: s.mint(headers={"typ": "JWT"}), "wrong_token_type"),
     Case("tampered signature", lambda s, i: _tampered(s.mint()), "bad_signature"),
+    Case(
+        "unknown critical header",
+        lambda s, i: s.mint(headers={"crit": ["exp-ext"], "exp-ext": 1}),
+        "malformed_token",
+    ),
     Case("garbage", lambda s, i: "not-a-jwt", "malformed_token"),
     Case(
         "token in the query string",

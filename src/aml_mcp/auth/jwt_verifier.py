@@ -55,6 +55,15 @@ def _peek(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return header, payload
 
 
+def _check_header(header: dict[str, Any], trusted: TrustedIssuer) -> None:
+    typ = header.get("typ")
+    if not isinstance(typ, str) or typ.lower() not in trusted.token_types:
+        raise TokenRejected("wrong_token_type", "token is not a JWT access token (typ at+jwt)")
+    if "crit" in header or "b64" in header:
+        # RFC 7515 §4.1.11: critical extensions a recipient does not understand must be refused.
+        raise TokenRejected("malformed_token", "token uses JOSE extensions this server does not accept")
+
+
 def looks_like_jwt(token: str) -> bool:
     return token.count(".") == 2
 
@@ -85,36 +94,37 @@ class JwtVerifier:
             raise TokenRejected("wrong_issuer", "token issuer is not trusted by this server")
         if alg not in trusted.algorithms:
             raise TokenRejected("disallowed_algorithm", "token signature algorithm is not accepted")
-        typ = header.get("typ")
-        if not isinstance(typ, str) or typ.lower() not in trusted.token_types:
-            raise TokenRejected("wrong_token_type", "token is not a JWT access token (typ at+jwt)")
+        _check_header(header, trusted)
         kid = header.get("kid")
         if kid is not None and not isinstance(kid, str):
             raise TokenRejected("malformed_token", "token 'kid' header is not a string")
         keys = await trusted.keys.candidates(kid, alg)
         if not keys:
             raise TokenRejected("unknown_key", "token was signed with a key this server does not know")
-        claims = self._verified_claims(token, keys, alg)
-        if claims.get("iss") != trusted.issuer:  # same bytes as read above; checked again on verified data
+        verified_header, claims = self._verified(token, keys, alg)
+        # The routing above read the same bytes; decide again on what the signature covers.
+        _check_header(verified_header, trusted)
+        if claims.get("iss") != trusted.issuer:
             raise TokenRejected("wrong_issuer", "token issuer is not trusted by this server")
         return principal_from_claims(
             claims, self.rules, issuer=trusted.issuer, now=self._clock(), require_jti=trusted.require_jti
         )
 
     @staticmethod
-    def _verified_claims(token: str, keys: list[Any], alg: str) -> dict[str, Any]:
+    def _verified(token: str, keys: list[Any], alg: str) -> tuple[dict[str, Any], dict[str, Any]]:
         for candidate in keys:
             try:
-                payload = _jws.decode(token, candidate.key, algorithms=[alg])  # the one authoritative parse
+                # The one authoritative (strict) parse, and the signature check.
+                verified = _jws.decode_complete(token, candidate.key, algorithms=[alg])
             except jwt.InvalidSignatureError:
                 continue
             except (jwt.InvalidKeyError, jwt.InvalidAlgorithmError, jwt.DecodeError, ValueError, TypeError):
                 continue
             try:
-                claims = json.loads(payload)
+                claims = json.loads(verified["payload"])
             except ValueError:
                 raise TokenRejected("malformed_token", "token payload is not JSON") from None
             if not isinstance(claims, dict):
                 raise TokenRejected("malformed_token", "token payload is not a JSON object")
-            return claims
+            return dict(verified["header"]), claims
         raise TokenRejected("bad_signature", "token signature is invalid")
