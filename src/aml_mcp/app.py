@@ -27,7 +27,7 @@ from aml_mcp.protocol.server import build_server
 from aml_mcp.secrets_store import load_or_create_secret
 from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.subscriptions.bus import LocalEventBus
-from aml_mcp.subscriptions.events import ListChanged
+from aml_mcp.subscriptions.events import AccessChanged, ListChanged
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams
 from aml_mcp.subscriptions.policy import CredentialPolicy
 from aml_mcp.tasks.wiring import build_tasks
@@ -84,6 +84,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         tasks=tasks.following,
     )
     runtime.shutdown_hooks.append(listen.close_all)
+    auth.revocations.changes.add(lambda: bus.publish(AccessChanged()))
 
     admission: Admission = auth.admission
     server = build_server(

@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from aml_mcp.catalog.changes import ChangeListeners
 from aml_mcp.principal import Principal
 from aml_mcp.store.sqlite import SqliteDatabase
 
@@ -56,6 +57,8 @@ class RevocationList:
         self._token_ids: set[tuple[str, str]] = set()
         self._subjects: set[tuple[str, str]] = set()
         self._fingerprint: tuple[int, int] | None = None
+        self.changes = ChangeListeners()
+        """Told after a refresh found the list changed, so open listen streams re-check at once."""
 
     def check(self, principal: Principal) -> str | None:
         """The reason `principal`'s credential is revoked (`revoked_token`, `revoked_subject`), or None."""
@@ -87,7 +90,10 @@ class RevocationList:
         fingerprint, rows = await self.database.read(load)
         self._token_ids = {(issuer, value) for kind, issuer, value in rows if kind == "jti"}
         self._subjects = {(issuer, value) for kind, issuer, value in rows if kind == "subject"}
+        first_load = self._fingerprint is None
         self._fingerprint = fingerprint
+        if not first_load:
+            self.changes.fire()
 
     @contextlib.asynccontextmanager
     async def watching(self) -> AsyncIterator[None]:

@@ -15,6 +15,7 @@ from typing import Any
 from aml_mcp.access import NO_SCOPES, ScopeRule, ScopeRules
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.errors import TASKS_EXTENSION
+from aml_mcp.subscriptions.filters import MAX_TASK_IDS
 from aml_mcp.tasks.service import TaskService
 
 TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
@@ -39,7 +40,27 @@ def task_scope_rule(service: TaskService) -> ScopeRule:
     return rule
 
 
+def listen_scope_rule(service: TaskService) -> ScopeRule:
+    """Following tasks on a listen stream needs, as `tasks/get` does, the scope of each owned task's tool."""
+
+    async def rule(params: Mapping[str, Any], principal: Principal) -> frozenset[str]:
+        notifications = params.get("notifications")
+        task_ids = notifications.get("taskIds") if isinstance(notifications, Mapping) else None
+        if not _declares_tasks(params) or not isinstance(task_ids, list) or len(task_ids) > MAX_TASK_IDS:
+            return NO_SCOPES
+        needed: set[str] = set()
+        for task_id in dict.fromkeys(task_ids):
+            if isinstance(task_id, str) and task_id:
+                scope = await service.scope_of(task_id, principal.owner)
+                if scope:
+                    needed.add(scope)
+        return frozenset(needed)
+
+    return rule
+
+
 def add_task_scope_rules(rules: ScopeRules, service: TaskService) -> None:
     rule = task_scope_rule(service)
     for method in TASK_METHODS:
         rules.add(method, rule)
+    rules.add("subscriptions/listen", listen_scope_rule(service))
