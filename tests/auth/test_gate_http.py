@@ -60,6 +60,13 @@ def _tampered(token: str) -> str:
     return f"{header}.{_b64(json.dumps(claims).encode())}.{signature}"
 
 
+def _with_header(token: str, **fields: Any) -> str:
+    """The token with header fields changed (its signature no longer matters: the header is refused first)."""
+    header, payload, signature = token.split(".")
+    values = {**json.loads(base64.urlsafe_b64decode(header + "==")), **fields}
+    return f"{_b64(json.dumps(values).encode())}.{payload}.{signature}"
+
+
 def _other_issuer_token(server: SecuredServer) -> str:
     with TestIssuer() as stranger:
         return stranger.mint(audience=server.resource)
@@ -76,6 +83,7 @@ class Case:
 
 
 NOW = int(time.time())
+_NOT_AN_OBJECT = ".".join([_b64(b'{"alg":"RS256","typ":"at+jwt"}'), _b64(b"[1]"), "c2ln"])
 
 CASES = [
     Case("no token", lambda s, i: None, "no_token", error=None),
@@ -112,6 +120,9 @@ CASES = [
         "malformed_token",
     ),
     Case("garbage", lambda s, i: "not-a-jwt", "malformed_token"),
+    Case("garbage with dots", lambda s, i: "a.b.c", "malformed_token"),
+    Case("payload not an object", lambda s, i: _NOT_AN_OBJECT, "malformed_token"),
+    Case("kid not a string", lambda s, i: _with_header(s.mint(), kid=7), "malformed_token"),
     Case(
         "token in the query string",
         lambda s, i: s.mint(),

@@ -171,6 +171,8 @@ def _claims(**overrides: Any) -> dict[str, Any]:
         ({"exp": 999_970}, "expired"),
         ({"exp": 999_990}, None),  # within leeway
         ({"exp": "soon"}, "malformed_token"),
+        ({"exp": float("nan")}, "malformed_token"),
+        ({"nbf": float("inf")}, "malformed_token"),
         ({"iat": None}, "missing_claim"),
         ({"client_id": None, "azp": "via-azp"}, None),
         ({"tenant": "a\nb"}, "missing_tenant"),

@@ -213,6 +213,13 @@ def test_dynamic_registration_rules(server: SecuredServer, meta: dict[str, Any])
         == 400
     )
     assert server.http.post(register, content=b"[not json").status_code == 400
+    for bad in (
+        {"redirect_uris": [1, 2]},
+        {"redirect_uris": "x"},
+        {},
+        {"redirect_uris": [REDIRECT], "scope": 5},
+    ):
+        assert server.http.post(register, json=bad).status_code == 400, bad
     confidential = server.http.post(register, json={"redirect_uris": [REDIRECT], "client_name": "conf"})
     assert confidential.status_code == 201
     info = confidential.json()

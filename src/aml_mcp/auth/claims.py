@@ -8,6 +8,7 @@ subject, client, tenant and scope must all be present.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +68,7 @@ def _time(claims: Mapping[str, Any], name: str, *, required: bool) -> float | No
         if required:
             raise TokenRejected("missing_claim", f"token has no '{name}' claim")
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise TokenRejected("malformed_token", f"token '{name}' claim is not a number")
     return float(value)
 

@@ -107,7 +107,19 @@ class DevAuthRoutes:
         return _to_starlette(response)
 
     async def _run(self, call: Callable[[], AuthlibResponse]) -> AuthlibResponse:
-        return await anyio.to_thread.run_sync(call)
+        """Run authlib off the event loop. Anything it did not turn into an OAuth error is a request it
+        could not handle: logged for us, a plain `invalid_request` for the client (never a 500 page)."""
+
+        def guarded() -> AuthlibResponse:
+            try:
+                return call()
+            except OAuth2Error:
+                raise
+            except Exception:
+                logger.exception("development authorization server failed on a request")
+                return AuthlibResponse(400, {"error": "invalid_request"}, list(_NO_STORE.items()))
+
+        return await anyio.to_thread.run_sync(guarded)
 
     # --- metadata & keys ---
     async def metadata(self, request: Request) -> Response:
@@ -159,6 +171,9 @@ class DevAuthRoutes:
                     return self._consent(oauth_request, values)
                 except OAuth2Error as error:
                     return self._refusal(error, oauth_request)
+                except Exception:
+                    logger.exception("development authorization server failed on an authorization request")
+                    return HTMLResponse(error_page("This authorization request could not be handled."), 400)
 
             response: Response = await anyio.to_thread.run_sync(show)
             return response
@@ -208,6 +223,9 @@ class DevAuthRoutes:
                     )
                     error.state = oauth_request.payload.state
                 return self._refusal(error, oauth_request)
+            except Exception:
+                logger.exception("development authorization server failed on a consent")
+                return HTMLResponse(error_page("This consent could not be handled."), 400)
 
         response: Response = await anyio.to_thread.run_sync(decide)
         return response

@@ -297,7 +297,9 @@ class DevRegistrationEndpoint(ClientRegistrationEndpoint):  # type: ignore[misc]
         self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: Any
     ) -> DevClient:
         redirect_uris = client_metadata.get("redirect_uris") or []
-        if not redirect_uris or not all(_acceptable_redirect(uri) for uri in redirect_uris):
+        if not redirect_uris or not all(
+            isinstance(uri, str) and _acceptable_redirect(uri) for uri in redirect_uris
+        ):
             raise InvalidClientMetadataError("redirect_uris must be https or loopback http URIs")
         grant_types = client_metadata.get("grant_types") or ["authorization_code"]
         if not set(grant_types) <= {"authorization_code", "refresh_token"}:
