@@ -66,3 +66,12 @@ def test_revoke_list_and_lift(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ]
     assert cli_main([*base, "--jti", "tok-1", "--lift"]) == 0
     assert cli_main([*base, "--jti", "tok-1", "--lift"]) == 1  # nothing left to lift
+
+
+def test_client_secret_command_prints_the_service_clients_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aml_mcp.devauth.wiring import service_client_secret
+
+    assert cli_main(["devauth", "client-secret", "--data-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == service_client_secret(tmp_path)

@@ -54,7 +54,6 @@ def serve_banner(settings: Settings) -> str:
     if auth.dev.enabled:
         issuer = dev_issuer(settings.resource_url, auth.dev.path)
         trusted.insert(0, issuer)
-        secret = service_client_secret(settings.data_dir)
         lines += [
             f"development authorization server: {issuer}",
             "  demo users: alice, carol (bank-a); bob, dave (bank-b); the password is the user name",
@@ -63,7 +62,8 @@ def serve_banner(settings: Settings) -> str:
             f"    aml-mcp token --data-dir {settings.data_dir} --port {settings.port} --subject alice"
             f' --tenant bank-a --client {CLI_CLIENT_ID} --scope "aml:read aml:draft"',
             "  client credentials:",
-            f"    curl -s -u {SERVICE_CLIENT_ID}:{secret} -d grant_type=client_credentials -d scope=aml:read"
+            f"    secret=$(aml-mcp devauth client-secret --data-dir {settings.data_dir})",
+            f'    curl -s -u "{SERVICE_CLIENT_ID}:$secret" -d grant_type=client_credentials -d scope=aml:read'
             f" -d resource={settings.resource_url} {issuer}/token",
         ]
     lines.append(f"trusted issuers: {', '.join(trusted) or '(none: every request will be refused)'}")
@@ -157,6 +157,11 @@ def _rotate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client_secret(args: argparse.Namespace) -> int:
+    print(service_client_secret(_settings(args).ensure_data_dir()))
+    return 0
+
+
 def _common(parser: argparse.ArgumentParser, *, address: bool = False) -> None:
     parser.add_argument("--data-dir", type=Path, help="the server's data directory (default ./var)")
     parser.add_argument("--config", type=Path, help="a TOML settings file")
@@ -202,3 +207,8 @@ def add_commands(commands: Any) -> None:
     rotate = devauth_commands.add_parser("rotate-keys", help="new signing key; the old ones stay published")
     _common(rotate)
     rotate.set_defaults(run=_rotate)
+    secret = devauth_commands.add_parser(
+        "client-secret", help=f"print the secret of the pre-registered {SERVICE_CLIENT_ID} client"
+    )
+    _common(secret)
+    secret.set_defaults(run=_client_secret)
