@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from aml_mcp.aml.dense import nearest
 from aml_mcp.aml.embeddings import Embedder
 from aml_mcp.aml.fusion import TUNED_WEIGHTS, FusionWeights, fuse
 from aml_mcp.aml.identifiers import identifier_candidates
 from aml_mcp.aml.notes import CaseNote, Subject, normalise_typology
+from aml_mcp.aml.snippets import highlight
 from aml_mcp.aml.store import NoteFilter, TenantNotes, normalise_identifier, normalise_name, parse_iso_bound
 
 MAX_TOP_K = 50
@@ -229,10 +230,7 @@ class NoteSearch:
         self, notes: TenantNotes, request: SearchRequest, mode: SearchMode = SearchMode.HYBRID
     ) -> list[SearchHit]:
         """The best `request.top_k` notes of the tenant behind `notes` for `request`."""
-        ranked = self._rank(notes, request, mode)
-        return self._render(
-            notes, ranked, notes.match_expression(lexical_terms(request.query)), request.query
-        )
+        return self._render(notes, self._rank(notes, request, mode), request.query)
 
     def rank_ids(
         self, notes: TenantNotes, request: SearchRequest, mode: SearchMode = SearchMode.HYBRID
@@ -285,27 +283,13 @@ class NoteSearch:
         q = self._embedder.encode([query])[0]
         if not q.any():
             return {}
-        sims = vectors.matrix @ q
-        keep = where.mask(vectors)
-        if keep is not None:
-            sims = np.where(keep, sims, -np.inf)
-            available = int(keep.sum())
-        else:
-            available = len(sims)
-        depth = min(CANDIDATES, available)
-        if depth == 0:
-            return {}
-        top = np.argpartition(-sims, depth - 1)[:depth] if depth < len(sims) else np.arange(len(sims))
-        return {int(vectors.rowids[i]): float(sims[i]) for i in top if np.isfinite(sims[i])}
+        return nearest(vectors, q, where.mask(vectors), CANDIDATES)
 
     # -- rendering --------------------------------------------------------------------------
 
-    def _render(
-        self, notes: TenantNotes, ranked: list[_Ranked], match: str | None, query: str
-    ) -> list[SearchHit]:
-        rowids = [r.rowid for r in ranked]
-        found = notes.get(rowids)
-        snippets = notes.snippets(match, rowids, HIGHLIGHT, SNIPPET_TOKENS) if match else {}
+    def _render(self, notes: TenantNotes, ranked: list[_Ranked], query: str) -> list[SearchHit]:
+        found = notes.get([r.rowid for r in ranked])
+        terms = lexical_terms(query)
         hits: list[SearchHit] = []
         for r in ranked:
             note = found.get(r.rowid)
@@ -317,19 +301,13 @@ class NoteSearch:
                     case_id=note.case_id,
                     created_at=note.created_at.isoformat(),
                     score=round(r.score, 6),
-                    snippet=snippets.get(r.rowid) or _lead(note.text),
+                    snippet=highlight(note.text, terms, SNIPPET_TOKENS, HIGHLIGHT),
                     subjects=_subjects_first_matching(note, r.matched, query),
                     matched_identifiers=sorted({m.split(":", 1)[0] for m in r.matched}),
                     typologies=list(note.typologies),
                 )
             )
         return hits
-
-
-def _lead(text: str, words: int = SNIPPET_TOKENS) -> str:
-    """The note's opening words, for a hit that matched by meaning only (nothing to highlight)."""
-    parts = text.split()
-    return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
 def _subjects_first_matching(note: CaseNote, matched: tuple[str, ...], query: str) -> list[Subject]:
