@@ -13,7 +13,7 @@ def _queries_against(victim: str, corpus: DemoCorpus, rng: random.Random) -> lis
     """Queries built from the victim bank's own identifiers and wording, plus generic ones."""
     notes = corpus.notes[victim]
     requests: list[SearchRequest] = []
-    for demo in rng.sample(notes, 6):
+    for demo in rng.sample(notes, 4):
         note = demo.note
         subject = note.subjects[0]
         texts = [note.note_id, note.case_id, subject.name, note.text[:80], *note.counterparties]
@@ -24,7 +24,7 @@ def _queries_against(victim: str, corpus: DemoCorpus, rng: random.Random) -> lis
         requests.append(SearchRequest(query="structuring", case_id=note.case_id, top_k=50))
         requests.append(SearchRequest(query=subject.name, typology=note.typologies[0], top_k=50))
     labelled = [q for q in corpus.queries if q.tenant == victim]
-    requests += [SearchRequest(query=q.text, top_k=50) for q in rng.sample(labelled, 10)]
+    requests += [SearchRequest(query=q.text, top_k=50) for q in rng.sample(labelled, 6)]
     requests += [
         SearchRequest(query="*", top_k=50),
         SearchRequest(query='" OR 1=1 --', top_k=50),
@@ -51,7 +51,7 @@ def test_no_search_returns_another_tenants_note(
                     assert all(h.note_id in owned[caller.name] for h in hits), (caller.name, request)
                     assert all(h.note_id not in owned[victim.name] for h in hits)
                     checked += 1
-    assert checked > 1000, checked
+    assert checked > 700, checked
 
 
 def test_foreign_identifiers_never_boost(demo_store: NoteStore, demo_corpus: DemoCorpus) -> None:

@@ -27,7 +27,7 @@ from aml_mcp.aml.embeddings import Embedder
 from aml_mcp.aml.fusion import TUNED_WEIGHTS, FusionWeights, fuse
 from aml_mcp.aml.identifiers import identifier_candidates
 from aml_mcp.aml.notes import CaseNote, Subject, normalise_typology
-from aml_mcp.aml.snippets import highlight
+from aml_mcp.aml.snippets import Highlighter
 from aml_mcp.aml.store import NoteFilter, TenantNotes, normalise_identifier, normalise_name, parse_iso_bound
 
 MAX_TOP_K = 50
@@ -289,7 +289,7 @@ class NoteSearch:
 
     def _render(self, notes: TenantNotes, ranked: list[_Ranked], query: str) -> list[SearchHit]:
         found = notes.get([r.rowid for r in ranked])
-        terms = lexical_terms(query)
+        snippet = Highlighter(lexical_terms(query), SNIPPET_TOKENS, HIGHLIGHT)
         hits: list[SearchHit] = []
         for r in ranked:
             note = found.get(r.rowid)
@@ -301,7 +301,7 @@ class NoteSearch:
                     case_id=note.case_id,
                     created_at=note.created_at.isoformat(),
                     score=round(r.score, 6),
-                    snippet=highlight(note.text, terms, SNIPPET_TOKENS, HIGHLIGHT),
+                    snippet=snippet(note.text),
                     subjects=_subjects_first_matching(note, r.matched, query),
                     matched_identifiers=sorted({m.split(":", 1)[0] for m in r.matched}),
                     typologies=list(note.typologies),
