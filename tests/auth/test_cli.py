@@ -38,6 +38,7 @@ def test_audit_tail_prints_the_newest_events(tmp_path: Path, capsys: pytest.Capt
         for n in range(5):
             log.record(AuditEvent.about(principal, decision=Decision.ALLOW, reason="ok", target=f"t{n}"))
         log.record(AuditEvent(decision=Decision.DENY, reason="no_token", method="tools/call"))
+        log.close()
         database.close()
 
     asyncio.run(record())

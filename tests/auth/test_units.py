@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +297,7 @@ def test_serve_refuses_exposure(tmp_path: Path) -> None:
 
 def test_audit_log_never_raises_and_writes_json_lines(tmp_path: Path) -> None:
     class Broken:
-        def write(self, event: AuditEvent) -> None:
+        def write_batch(self, events: Sequence[AuditEvent]) -> None:
             raise OSError("disk full")
 
     sink = JsonLinesSink(tmp_path / "audit.jsonl")
