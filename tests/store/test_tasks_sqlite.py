@@ -102,9 +102,9 @@ async def test_unknown_foreign_and_expired_lookups_run_the_same_single_query(
     await store.create(live)
     await store.create(expiring)
     statements: list[str] = []
-    original = db.read
+    original = db.read_now
 
-    async def traced(operation: Callable[[sqlite3.Connection], Any]) -> Any:
+    def traced(operation: Callable[[sqlite3.Connection], Any]) -> Any:
         def run(conn: sqlite3.Connection) -> Any:
             conn.set_trace_callback(statements.append)
             try:
@@ -112,9 +112,9 @@ async def test_unknown_foreign_and_expired_lookups_run_the_same_single_query(
             finally:
                 conn.set_trace_callback(None)
 
-        return await original(run)
+        return original(run)
 
-    monkeypatch.setattr(db, "read", traced)
+    monkeypatch.setattr(db, "read_now", traced)
     traces = []
     for task_id, who in (
         ("no-such-task", mine),
@@ -132,7 +132,11 @@ async def test_compare_and_set_needs_the_current_version(store: SqliteTaskStore)
     task = record(owner(), now=NOW)
     await store.create(task)
     change = Change(status_message="first")
-    assert await store.transition(task.task_id, task.owner, expected_version=1, change=change, now_ms=NOW + 5)
+    updated = await store.transition(
+        task.task_id, task.owner, expected_version=1, change=change, now_ms=NOW + 5
+    )
+    assert updated is not None and updated.version == 2 and updated.status_message == "first"
+    assert updated == await store.find(task.task_id, task.owner, NOW + 5)
     assert not await store.transition(
         task.task_id, task.owner, expected_version=1, change=change, now_ms=NOW + 6
     )
@@ -207,7 +211,7 @@ async def test_completion_racing_cancellation_has_one_winner(store: SqliteTaskSt
         async def attempt(
             name: str, change: Change, holder: str | None, current: Any = task, outcomes: Any = outcomes
         ) -> None:
-            outcomes[name] = await store.transition(
+            updated = await store.transition(
                 current.task_id,
                 current.owner,
                 expected_version=1,
@@ -215,6 +219,7 @@ async def test_completion_racing_cancellation_has_one_winner(store: SqliteTaskSt
                 now_ms=NOW + 1,
                 holder=holder,
             )
+            outcomes[name] = updated is not None
 
         async with anyio.create_task_group() as group:
             group.start_soon(

@@ -197,10 +197,16 @@ def test_denials_are_audited_without_values_or_tokens(world: World) -> None:
     mark = world.server.audit_mark()
     secret_answer = accept(go=True, note="confidential-answer-value")
     world.send(intruder.token, "tasks/update", {"taskId": task_id, "inputResponses": {"go": secret_answer}})
-    event = world.server.wait_for_audit(since=mark, method="tasks/update", decision="deny")
-    assert event["reason"] == "not_found" and event["subject"] == intruder.subject
-    assert event["tenant"] == intruder.tenant and event["client_id"] == intruder.client_id
-    assert event["target"] == task_id[:8]
+    event = world.server.wait_for_audit(
+        since=mark,
+        method="tasks/update",
+        decision="deny",
+        subject=intruder.subject,
+        tenant=intruder.tenant,
+        client_id=intruder.client_id,
+        target=task_id[:8],
+    )
+    assert event["reason"] == "not_found" and event["issuer"] == intruder.issuer.issuer
     trail = world.server.audit(since=mark)
     flat = json.dumps(trail)
     assert "confidential-answer-value" not in flat and intruder.token not in flat

@@ -1,8 +1,9 @@
-"""Read, decide, compare-and-set, retry: the one way task state is changed.
+"""Decide, compare-and-set, retry: the one way task state is changed.
 
 Decisions are pure functions of the current record (see `inputs`), so when a concurrent writer
-moves the version first, the decision is simply taken again on the fresh record. Nothing is
-ever written from a stale view.
+moves the version first, the decision is simply taken again on a freshly read record. Nothing
+is ever written from a stale view: a caller that believes it knows the current record may skip
+the first read, and if it was wrong the compare-and-set fails and the loop reads.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ class Contended(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """The record the decision was taken on, and whether a change was written."""
+    """The record the decision was taken on, the record as it now is, and whether it changed."""
 
-    task: TaskRecord
+    seen: TaskRecord
+    current: TaskRecord
     changed: bool
 
 
@@ -42,24 +44,34 @@ async def apply_change(
     *,
     holder: str | None = None,
     lease_free: Callable[[TaskRecord], bool] | None = None,
+    known: TaskRecord | None = None,
 ) -> Applied | None:
     """Apply `decide(task)` to the live task; `None` when there is no such task for `owner`.
 
     A terminal task is returned unchanged without calling `decide` (it can never change). With
     `holder`, a task whose lease another runner took is treated as gone for this runner.
     `lease_free(task)`, when given and true, makes the write conditional on nobody holding a lease.
+    `known` is the caller's belief about the current record, tried before reading the store.
     """
     for _ in range(MAX_ROUNDS):
-        task = await store.find(task_id, owner, clock.now_ms())
+        task = known if known is not None else await store.find(task_id, owner, clock.now_ms())
+        trusted = known is None
+        known = None
         if task is None or (holder is not None and task.lease_holder != holder and not task.terminal):
-            return None
+            if trusted:
+                return None
+            continue
         if task.terminal:
-            return Applied(task, changed=False)
+            if trusted:
+                return Applied(task, task, changed=False)
+            continue
         change = decide(task)
         if change is None:
-            return Applied(task, changed=False)
+            if trusted:
+                return Applied(task, task, changed=False)
+            continue
         free = lease_free(task) if lease_free is not None else False
-        if await store.transition(
+        updated = await store.transition(
             task_id,
             owner,
             expected_version=task.version,
@@ -67,6 +79,7 @@ async def apply_change(
             now_ms=clock.now_ms(),
             holder=holder,
             lease_free=free,
-        ):
-            return Applied(task, changed=True)
+        )
+        if updated is not None:
+            return Applied(task, updated, changed=True)
     raise Contended(f"task state kept changing during {MAX_ROUNDS} attempts")

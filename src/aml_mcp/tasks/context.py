@@ -63,14 +63,22 @@ class TaskContext:
     def client_capabilities(self) -> types.ClientCapabilities:
         return self._capabilities
 
-    async def _change(self, decide: Decide) -> Applied:
+    async def _change(self, decide: Decide, *, trust_known: bool) -> Applied:
+        """Apply `decide`; `trust_known` skips the first read (never when waiting for others' writes)."""
         task = self._job.task
         applied = await apply_change(
-            self._store, self._clock, task.task_id, task.owner, decide, holder=self._holder
+            self._store,
+            self._clock,
+            task.task_id,
+            task.owner,
+            decide,
+            holder=self._holder,
+            known=task if trust_known else None,
         )
-        if applied is None or applied.task.terminal:
+        if applied is None or applied.current.terminal:
             await self._lost()
         assert applied is not None
+        self._job.task = applied.current
         return applied
 
     async def _lost(self) -> NoReturn:
@@ -87,7 +95,7 @@ class TaskContext:
         def decide(task: TaskRecord) -> Change | None:
             return None if task.status_message == text else Change(status_message=text)
 
-        await self._change(decide)
+        await self._change(decide, trust_known=True)
 
     async def log(self, level: types.LoggingLevel, data: Any) -> None:
         logger.debug("task %s… logged at %s", self._job.task.task_id[:8], level)
@@ -103,8 +111,8 @@ class TaskContext:
                 missing = {key: request for key, request in requests.items() if key not in got}
                 return ask(task, missing) if missing else None
 
-            applied = await self._change(decide)
-            got = answered(applied.task, requests)
+            applied = await self._change(decide, trust_known=False)
+            got = answered(applied.current, requests)
             if len(got) == len(requests):
                 return got
             async with self._job.slot.lent():

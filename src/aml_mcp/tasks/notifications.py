@@ -55,8 +55,8 @@ class PublishingTaskStore:
         now_ms: int,
         holder: str | None = None,
         lease_free: bool = False,
-    ) -> bool:
-        applied = await self._inner.transition(
+    ) -> TaskRecord | None:
+        updated = await self._inner.transition(
             task_id,
             owner,
             expected_version=expected_version,
@@ -65,11 +65,9 @@ class PublishingTaskStore:
             holder=holder,
             lease_free=lease_free,
         )
-        if applied and (change.status is not None or change.input_requests is not None):
-            task = await self._inner.find(task_id, owner, self._clock.now_ms())
-            if task is not None:
-                self._bus.publish(task_event(task, self._poll_interval_ms))
-        return applied
+        if updated is not None and (change.status is not None or change.input_requests is not None):
+            self._bus.publish(task_event(updated, self._poll_interval_ms))
+        return updated
 
     async def renew(self, holder: str, lease_until_ms: int, now_ms: int) -> LeaseReport:
         return await self._inner.renew(holder, lease_until_ms, now_ms)

@@ -163,7 +163,7 @@ class TaskRunner:
                 if job.stop_reason is not StopReason.CANCEL:
                     return  # lost or shutting down: the row belongs to whoever runs it next
                 outcome = cancelled()
-            await self._finish(job.task, outcome)
+            await self._finish(job.task, outcome, known=job.task)
         except Exception:
             logger.exception("task %s… could not be finished", task_id[:8])
         finally:
@@ -191,12 +191,19 @@ class TaskRunner:
             return failed(_internal_error("Internal error"))
         return completed(produced)
 
-    async def _finish(self, task: TaskRecord, outcome: Outcome) -> None:
+    async def _finish(self, task: TaskRecord, outcome: Outcome, *, known: TaskRecord | None = None) -> None:
+        """Record how the task ended; `known` (the runner's last view) saves a read if nobody else wrote."""
         change = Change(
             status=outcome.status, status_message=outcome.message, result=outcome.result, error=outcome.error
         )
         await apply_change(
-            self._store, self._clock, task.task_id, task.owner, lambda _: change, holder=self._holder
+            self._store,
+            self._clock,
+            task.task_id,
+            task.owner,
+            lambda _: change,
+            holder=self._holder,
+            known=known,
         )
 
     # -- leases --------------------------------------------------------------------------------
@@ -240,7 +247,7 @@ class TaskRunner:
                 )
                 self.submit(task)
             else:
-                await self._finish(task, verdict)
+                await self._finish(task, verdict, known=task)
         return len(claimed)
 
     def _verdict(self, task: TaskRecord, tool: ToolSpec | None) -> Outcome | None:

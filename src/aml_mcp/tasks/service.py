@@ -146,7 +146,7 @@ class TaskService:
         applied = await apply_change(self._store, self._clock, task_id, owner, decide, lease_free=unleased)
         if applied is None:
             return CancelVerdict.NOT_FOUND
-        if applied.task.terminal:
+        if applied.seen.terminal:
             return CancelVerdict.ALREADY_TERMINAL
         self._execution.cancel_requested(task_id)
         return CancelVerdict.REQUESTED

@@ -67,11 +67,11 @@ class TaskStore(Protocol):
         now_ms: int,
         holder: str | None = None,
         lease_free: bool = False,
-    ) -> bool:
+    ) -> TaskRecord | None:
         """Apply `change` if the task is live, active and still at `expected_version`.
 
         `holder` additionally requires that lease holder; `lease_free` requires that nobody holds a
-        current lease. Returns whether the change was applied (and durably committed).
+        current lease. Returns the task as changed (durably committed), or `None` if nothing was.
         """
 
     async def renew(self, holder: str, lease_until_ms: int, now_ms: int) -> LeaseReport:

@@ -7,7 +7,7 @@ version) never leave the server.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
@@ -15,16 +15,17 @@ from aml_mcp.tasks.model import TaskRecord, TaskStatus
 
 def iso(epoch_ms: int) -> str:
     """ISO 8601 in UTC with millisecond precision, e.g. `2026-07-28T10:30:00.123Z`."""
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+    seconds, millis = divmod(epoch_ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
 def _task_fields(task: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
+    created = iso(task.created_at)
     fields: dict[str, Any] = {
         "taskId": task.task_id,
         "status": task.status.value,
-        "createdAt": iso(task.created_at),
-        "lastUpdatedAt": iso(task.updated_at),
+        "createdAt": created,
+        "lastUpdatedAt": created if task.updated_at == task.created_at else iso(task.updated_at),
         "ttlMs": task.ttl_ms,
         "pollIntervalMs": poll_interval_ms,
     }
