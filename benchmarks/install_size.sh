@@ -13,14 +13,16 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
 python3 -m venv "$WORK/venv"
-"$WORK/venv/bin/pip" install --quiet --upgrade pip >/dev/null
+"$WORK/venv/bin/pip" install --quiet --upgrade pip >/dev/null 2>&1
 cp -r "$SRC" "$WORK/src"
 rm -rf "$WORK/src/.venv" "$WORK/src/benchmarks/results"
-"$WORK/venv/bin/pip" install --quiet "$WORK/src"
+"$WORK/venv/bin/pip" install --quiet "$WORK/src" 2>&1 | grep -v '^WARNING: Location' || true
 
 SITE="$("$WORK/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 echo "default install of $SRC"
-echo "site-packages total: $(du -sh "$SITE" | cut -f1)"
+echo "site-packages total: $(du -sh "$SITE" | cut -f1)" \
+     "(without pip and setuptools: $(du -sc "$SITE" --exclude='pip' --exclude='pip-*' --exclude='setuptools*' \
+     --exclude='_distutils_hack' --exclude='distutils-precedence.pth' | tail -1 | awk '{printf "%.0fM", $1/1024}'))"
 echo "largest distributions:"
 du -s "$SITE"/* 2>/dev/null | sort -rn | head -12 | awk '{printf "  %7.1f MB  %s\n", $1/1024, $2}' | sed "s|$SITE/||"
 echo "aml_mcp package: $(du -sh "$SITE/aml_mcp" | cut -f1)" \
@@ -30,10 +32,14 @@ if [ -n "$heavy" ]; then
   echo "HEAVY ML PACKAGES PRESENT:"; echo "$heavy"; exit 1
 fi
 echo "no torch / transformers / onnxruntime in the default install"
-HF_HUB_OFFLINE=1 "$WORK/venv/bin/python" -c '
-import sys, time
-t = time.perf_counter()
+HF_HUB_OFFLINE=1 "$WORK/venv/bin/python" - <<'PY'
+import sys
+import time
+
+started = time.perf_counter()
 from aml_mcp.aml.embeddings import StaticEmbedder
-e = StaticEmbedder.load()
-print(f"embedder {e.name} loads in {time.perf_counter() - t:.2f}s; torch imported: {\"torch\" in sys.modules}")
-'
+
+embedder = StaticEmbedder.load()
+took = time.perf_counter() - started
+print(f"embedder {embedder.name} loads in {took:.2f}s; torch imported: {'torch' in sys.modules}")
+PY

