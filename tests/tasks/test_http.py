@@ -22,6 +22,7 @@ from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.tasks.settings import TaskSettings
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import TASKS_EXTENSION, headers_for, message, post
+from tests.support.oauth import audit_events, audit_mark
 from tests.tasks.wire_client import (
     WITH_TASKS,
     WITHOUT_TASKS,
@@ -263,3 +264,31 @@ def test_whitespace_around_the_routing_name_is_not_part_of_it(
         assert response.status == 200 and json.loads(response.read())["result"]["taskId"] == task_id
     finally:
         connection.close()
+
+
+def test_every_decision_is_audited_with_a_short_task_prefix(server: LiveServer, client: httpx.Client) -> None:
+    data_dir = server.app.state.settings.data_dir  # type: ignore[attr-defined]
+    mark = audit_mark(data_dir)
+    task_id = create(client, "slow_compute", {"seconds": 0, "label": "do-not-log-this-argument"})["taskId"]
+    get(client, task_id)
+    task_request(client, "tasks/get", task_id, capabilities=WITHOUT_TASKS)
+    task_request(client, "tasks/cancel", task_id, mcp_name="elsewhere")
+    task_request(client, "tasks/get", "not-a-task")
+    expected = {
+        ("tools/call", "allow", "task_created"),
+        ("tasks/get", "allow", "ok"),
+        ("tasks/get", "deny", "missing_extension"),
+        ("tasks/cancel", "deny", "routing_mismatch"),
+        ("tasks/get", "deny", "not_found"),
+    }
+    deadline = time.monotonic() + 5
+    while True:
+        trail = audit_events(data_dir, since=mark)
+        seen = {(e["method"], e["decision"], e["reason"]) for e in trail}
+        if expected <= seen or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert expected <= seen
+    flat = json.dumps(trail)
+    assert "do-not-log-this-argument" not in flat and task_id not in flat
+    assert {e["target"] for e in trail if e["method"] == "tools/call"} == {task_id[:8]}

@@ -10,9 +10,11 @@ import anyio
 import pytest
 
 from aml_mcp.principal import Owner
+from aml_mcp.tasks.inputs import take_answers
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
 from aml_mcp.tasks.service import CancelVerdict, UpdateVerdict
 from aml_mcp.tasks.settings import TaskSettings
+from aml_mcp.tasks.store import Change
 from tests.tasks.factories import owner, record, state
 from tests.tasks.harness import FAST, Gates, harness
 
@@ -257,3 +259,40 @@ async def test_a_runner_that_lost_its_lease_stops_and_writes_nothing(tmp_path: P
             current is not None and current.status is TaskStatus.WORKING and current.lease_holder == "thief"
         )
         assert h.runner.active == 0
+
+
+async def test_a_cancellation_recorded_by_another_process_is_picked_up_by_the_heartbeat(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path / "db") as h:
+        task = await h.start("sleepy", ALICE, {"seconds": 60, "label": "elsewhere"})
+        await h.wait_for(task, lambda t: "elsewhere" in h.gates.started)
+        # Another replica's service records the intent; nobody pokes this runner directly.
+        current = await h.service.get(task.task_id, ALICE)
+        assert current is not None
+        assert await h.store.transition(
+            task.task_id,
+            ALICE,
+            expected_version=current.version,
+            change=Change(cancel_requested=True, touch=False),
+            now_ms=int(time.time() * 1000),
+        )
+        done = await h.settled(task, within=2 * FAST.heartbeat_ms / 1000 + 1)
+        assert done.status is TaskStatus.CANCELLED and h.gates.cancelled == ["elsewhere"]
+
+
+async def test_answers_stored_by_another_process_are_found_without_a_wake_up(tmp_path: Path) -> None:
+    async with harness(tmp_path / "db") as h:
+        task = await h.start("asks", ALICE)
+        waiting = await h.wait_for(task, lambda t: t.status is TaskStatus.INPUT_REQUIRED)
+        answering = take_answers(waiting, {"a": accept("A"), "b": accept("B")})
+        assert answering.change is not None
+        assert await h.store.transition(
+            task.task_id,
+            ALICE,
+            expected_version=waiting.version,
+            change=answering.change,
+            now_ms=int(time.time() * 1000),
+        )
+        done = await h.settled(task, within=2 * FAST.heartbeat_ms / 1000 + 1)
+        assert done.status is TaskStatus.COMPLETED and done.result is not None
