@@ -134,8 +134,14 @@ class TaskRunner:
     # -- signals from the service ------------------------------------------------------------
 
     def submit(self, task: TaskRecord) -> None:
+        """Run a committed task here. While stopping, the task is left to whoever claims its lease
+        next (the row is durable and the lease is handed back), rather than failing a create that
+        has already been committed."""
         if self._group is None:
-            raise RuntimeError("the task runner is not running")
+            logger.warning(
+                "task %s… created while the runner is stopped; left for recovery", task.task_id[:8]
+            )
+            return
         job = Job(task, self._limiter)
         self._jobs[task.task_id] = job
         self._group.start_soon(self._execute, job, name=f"task {task.task_id[:8]}")
