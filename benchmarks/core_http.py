@@ -102,7 +102,9 @@ def aml_app(data_dir: Path):  # type: ignore[no-untyped-def]
     from aml_mcp.config import Settings
     from aml_mcp.conformance.fixtures import fixture_catalog
 
-    return build_app(Settings(data_dir=data_dir, log_level="warning"), catalog=fixture_catalog())
+    # Authentication off: this measures the protocol stack; benchmarks/auth_http.py measures the gate.
+    settings = Settings(data_dir=data_dir, log_level="warning", auth={"enabled": False})
+    return build_app(settings, catalog=fixture_catalog())
 
 
 def serve(kind: str, port: int, cpu: int) -> None:
