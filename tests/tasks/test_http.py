@@ -291,4 +291,6 @@ def test_every_decision_is_audited_with_a_short_task_prefix(server: LiveServer, 
     assert expected <= seen
     flat = json.dumps(trail)
     assert "do-not-log-this-argument" not in flat and task_id not in flat
-    assert {e["target"] for e in trail if e["method"] == "tools/call"} == {task_id[:8]}
+    created = [e for e in trail if e["method"] == "tools/call" and e["target"] == task_id[:8]]
+    assert len(created) == 1 and created[0]["detail"] == {"tool": "slow_compute"}
+    assert all(len(e["target"] or "") <= 8 for e in trail if (e["method"] or "").startswith("tasks/"))
