@@ -32,6 +32,13 @@ logger = logging.getLogger(__name__)
 
 AUDIT_COMPONENT = "audit"
 AUDIT_FILE_NAME = "audit.jsonl"
+TASK_ID_PREFIX = 8
+"""A task id is a handle to someone's work: the trail keeps enough of it to correlate, too little to use."""
+
+
+def task_reference(task_id: object) -> str | None:
+    """The part of a client-sent task id that may be written to the audit trail."""
+    return task_id[:TASK_ID_PREFIX] if isinstance(task_id, str) else None
 
 AUDIT_MIGRATIONS: list[str] = [
     """

@@ -61,6 +61,7 @@ def test_tasks_get_needs_the_creating_tools_scope(server: SecuredServer) -> None
         since=mark, decision="deny", reason="insufficient_scope", method="tasks/get"
     )
     assert event["subject"] == "alice"
+    assert event["target"] == task_id[:8], "the trail keeps a prefix of a task id, never the handle"
 
     allowed = server.post(
         "tasks/get",
@@ -70,3 +71,5 @@ def test_tasks_get_needs_the_creating_tools_scope(server: SecuredServer) -> None
     )
     assert allowed.status_code == 200, allowed.text
     assert allowed.json()["result"]["taskId"] == task_id
+    trail = (server.data_dir / "audit.jsonl").read_text()
+    assert task_id not in trail

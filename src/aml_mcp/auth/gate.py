@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from aml_mcp.access import ScopeRules
-from aml_mcp.audit import AuditEvent, AuditLog, Decision
+from aml_mcp.audit import AuditEvent, AuditLog, Decision, task_reference
 from aml_mcp.auth.challenge import Challenges
 from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.revocation import RevocationList
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 ScopeHint = Callable[[str, Mapping[str, Any]], frozenset[str]]
 """Scopes a request will need, guessed without a principal, for the scope of a 401 challenge."""
 
-_TARGET_FIELDS = ("name", "uri", "taskId")
+_TARGET_FIELDS = ("name", "uri")
 _MAX_TARGET = 200
 _UNVERIFIED_CLAIMS = ("iss", "sub", "client_id", "azp", "jti", "aud")
 
@@ -53,6 +53,8 @@ def describe(message: Any) -> tuple[str | None, Mapping[str, Any], str | None]:
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
     target = next((params[f] for f in _TARGET_FIELDS if isinstance(params.get(f), str)), None)
+    if target is None:
+        target = task_reference(params.get("taskId"))
     return method, params, target[:_MAX_TARGET] if target else None
 
 

@@ -184,7 +184,11 @@ class SqliteDatabase:
         return await anyio.to_thread.run_sync(lambda: operation(self._reader()))
 
     def read_now(self, operation: Operation[T]) -> T:
-        """Run a read on the calling thread (start-up code and command-line tools)."""
+        """Run a read on the calling thread, blocking it for as long as the read takes.
+
+        For start-up code, command-line tools, and point lookups by primary key on the request
+        path: those take microseconds, far less than the hop to a worker thread and back.
+        """
         return operation(self._reader())
 
     async def migrate(self, component: str, steps: Sequence[str]) -> int:

@@ -12,9 +12,8 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Literal, Protocol
 
+from aml_mcp.audit import task_reference
 from aml_mcp.principal import Principal
-
-TASK_ID_PREFIX = 8
 
 Decision = Literal["allow", "deny"]
 
@@ -29,7 +28,7 @@ class TaskAuditEvent:
     tenant: str
     client_id: str
     task: str | None = None
-    """At most the first `TASK_ID_PREFIX` characters of the task id."""
+    """At most a short prefix of the task id (`audit.task_reference`)."""
     tool: str | None = None
 
 
@@ -43,7 +42,7 @@ def task_event(
     tool: str | None = None,
 ) -> TaskAuditEvent:
     """An event for `principal`; `task_id` is whatever the caller sent, cut to a short prefix."""
-    prefix = task_id[:TASK_ID_PREFIX] if isinstance(task_id, str) else None
+    prefix = task_reference(task_id)
     return TaskAuditEvent(
         method=method,
         decision=decision,
