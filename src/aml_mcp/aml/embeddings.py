@@ -9,6 +9,8 @@ same vector, bit for bit.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 from collections.abc import Sequence
 from importlib import resources
@@ -32,7 +34,9 @@ class Embedder(Protocol):
     def dims(self) -> int: ...
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """Identifies the vector space: vectors made under one name are comparable only with it."""
+        ...
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
 
@@ -44,9 +48,12 @@ class EmbeddingTableError(RuntimeError):
 class StaticEmbedder:
     """Mean of static token vectors, normalised; the default `Embedder`."""
 
-    def __init__(self, vocab: Sequence[str], table: npt.NDArray[np.float32], header: dict[str, Any]) -> None:
+    def __init__(
+        self, vocab: Sequence[str], table: npt.NDArray[np.float32], header: dict[str, Any], digest: str = ""
+    ) -> None:
         if table.ndim != 2 or len(vocab) != table.shape[0]:
             raise EmbeddingTableError("vocabulary and table do not match")
+        self._digest = digest
         self._table = np.ascontiguousarray(table, dtype=np.float32)
         self._tokenizer = WordPiece({tok: i for i, tok in enumerate(vocab)})
         self.header = header
@@ -57,7 +64,8 @@ class StaticEmbedder:
 
     @property
     def name(self) -> str:
-        return f"static:{self.header.get('teacher', 'unknown')}:{self.dims}"
+        """Teacher, width and a digest of the table file: a rebuilt table is a different space."""
+        return f"static:{self.header.get('teacher', 'unknown')}:{self.dims}:{self._digest}"
 
     @classmethod
     def load(cls, path: Path | None = None) -> StaticEmbedder:
@@ -65,19 +73,20 @@ class StaticEmbedder:
         try:
             if path is None:
                 ref = resources.files("aml_mcp.aml.embedding_table").joinpath(DEFAULT_TABLE)
-                with resources.as_file(ref) as local, np.load(local, allow_pickle=False) as data:
-                    return cls._from_arrays(dict(data))
-            with np.load(path, allow_pickle=False) as data:
-                return cls._from_arrays(dict(data))
+                with resources.as_file(ref) as local:
+                    return cls._from_file(local)
+            return cls._from_file(path)
         except (OSError, KeyError, ValueError) as exc:
             raise EmbeddingTableError(f"cannot load the embedding table: {exc}") from exc
 
     @classmethod
-    def _from_arrays(cls, data: dict[str, npt.NDArray[Any]]) -> StaticEmbedder:
-        vocab = data["vocab"].tobytes().decode("utf-8").split("\n")
-        header = json.loads(data["header"].tobytes().decode("utf-8"))
-        table = data["vectors"].astype(np.float32) * data["scales"].astype(np.float32)[:, None]
-        return cls(vocab, table, header)
+    def _from_file(cls, path: Path) -> StaticEmbedder:
+        raw = path.read_bytes()
+        with np.load(io.BytesIO(raw), allow_pickle=False) as data:
+            vocab = data["vocab"].tobytes().decode("utf-8").split("\n")
+            header = json.loads(data["header"].tobytes().decode("utf-8"))
+            table = data["vectors"].astype(np.float32) * data["scales"].astype(np.float32)[:, None]
+        return cls(vocab, table, header, hashlib.sha256(raw).hexdigest()[:12])
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """One normalised row per text; a text with no known token gets a zero row."""

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import ValidationError
 
 from aml_mcp.aml.embeddings import Embedder, StaticEmbedder
 from aml_mcp.aml.notes import CaseNote, InvalidTenantError, validate_tenant
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.store import NoteStore, VectorSpaceMismatchError
 
 MAX_FILE_BYTES = 2 * 1024**3
 """A sanity bound: larger exports should be split by the bank (ingest holds a file in memory)."""
@@ -115,8 +117,25 @@ def write_notes(
     if not notes:
         return 0, 0
     vectors = embedder.encode([n.text for n in notes])
-    replaced = store.tenant(tenant).replace_notes(notes, vectors)
+    replaced = store.tenant(tenant).replace_notes(notes, vectors, space=embedder.name)
     return len(notes) - replaced, replaced
+
+
+def reembed_tenant(store: NoteStore, tenant: str, embedder: Embedder) -> int:
+    """Recompute every note vector of `tenant` with `embedder` (after the embedding table changed).
+
+    A migration step for the operator or an upgrade hook, never part of a normal start; returns
+    the number of notes re-embedded (0 when the tenant is already in this embedder's space).
+    """
+    notes = store.tenant(tenant)
+    if notes.vector_space() in (None, embedder.name):
+        return 0
+    vectors: list[tuple[int, npt.NDArray[np.float32]]] = []
+    for batch in notes.iter_texts():
+        encoded = embedder.encode([text for _, text in batch])
+        vectors.extend((rowid, encoded[i]) for i, (rowid, _) in enumerate(batch))
+    notes.replace_vectors(vectors, space=embedder.name)
+    return len(vectors)
 
 
 def ingest_file(path: Path, tenant: str, store: NoteStore, embedder: Embedder) -> IngestReport:
@@ -145,7 +164,10 @@ def ingest_file(path: Path, tenant: str, store: NoteStore, embedder: Embedder) -
     if not notes:
         report.fatal = "the file holds no notes"
         return report
-    report.inserted, report.replaced = write_notes(store, tenant, notes, embedder)
+    try:
+        report.inserted, report.replaced = write_notes(store, tenant, notes, embedder)
+    except VectorSpaceMismatchError as exc:
+        report.fatal = str(exc)
     return report
 
 

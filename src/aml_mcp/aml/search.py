@@ -15,6 +15,7 @@ no argument through which a caller could name another tenant.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -28,7 +29,16 @@ from aml_mcp.aml.fusion import TUNED_WEIGHTS, FusionWeights, fuse
 from aml_mcp.aml.identifiers import identifier_candidates
 from aml_mcp.aml.notes import CaseNote, Subject, normalise_typology
 from aml_mcp.aml.snippets import Highlighter
-from aml_mcp.aml.store import NoteFilter, TenantNotes, normalise_identifier, normalise_name, parse_iso_bound
+from aml_mcp.aml.store import (
+    NoteFilter,
+    TenantNotes,
+    VectorSpaceMismatchError,
+    normalise_identifier,
+    normalise_name,
+    parse_iso_bound,
+)
+
+_log = logging.getLogger(__name__)
 
 MAX_TOP_K = 50
 CANDIDATES = 100
@@ -277,6 +287,15 @@ class NoteSearch:
         ]
 
     def _dense(self, notes: TenantNotes, query: str, where: NoteFilter) -> dict[int, float]:
+        space = notes.vector_space()
+        if space is not None and space != self._embedder.name:
+            # Vectors from another table would rank at random; lexical and exact still work.
+            _log.warning(
+                "dense search skipped for tenant %s: %s",
+                notes.tenant,
+                VectorSpaceMismatchError(notes.tenant, space, self._embedder.name),
+            )
+            return {}
         vectors = notes.vectors()
         if vectors is None or len(vectors.rowids) == 0:
             return {}

@@ -68,6 +68,10 @@ CREATE TABLE IF NOT EXISTS note_identifiers (
 );
 CREATE INDEX IF NOT EXISTS note_identifiers_lookup ON note_identifiers (tenant_id, value);
 CREATE INDEX IF NOT EXISTS note_identifiers_note ON note_identifiers (note_rowid);
+CREATE TABLE IF NOT EXISTS tenant_vector_spaces (
+    tenant_id  INTEGER PRIMARY KEY REFERENCES tenants(tenant_id),
+    space      TEXT NOT NULL
+);
 """
 
 _FTS_COLUMNS = ("text", "subjects", "identifiers")
@@ -75,6 +79,19 @@ _FTS_COLUMNS = ("text", "subjects", "identifiers")
 
 
 _NOT_ALNUM = re.compile(r"[\W_]+")
+
+
+class VectorSpaceMismatchError(RuntimeError):
+    """A tenant's stored vectors come from a different embedder than the one now in use."""
+
+    def __init__(self, tenant: str, stored: str, offered: str) -> None:
+        super().__init__(
+            f"tenant {tenant!r} has note vectors from {stored!r}, not {offered!r}: "
+            "re-embed it (aml_mcp.aml.ingest.reembed_tenant) before writing or searching densely"
+        )
+        self.tenant = tenant
+        self.stored = stored
+        self.offered = offered
 
 
 def normalise_identifier(value: str) -> str:
@@ -305,11 +322,14 @@ class TenantNotes:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def replace_notes(self, notes: Sequence[CaseNote], embeddings: npt.NDArray[np.float32]) -> int:
+    def replace_notes(
+        self, notes: Sequence[CaseNote], embeddings: npt.NDArray[np.float32], *, space: str
+    ) -> int:
         """Insert or replace `notes` with their `embeddings` (one row each) in one transaction.
 
-        All-or-nothing: any failure rolls the whole batch back. Returns how many notes replaced an
-        existing note id.
+        `space` names the embedder that made the vectors; a tenant's vectors must all share one
+        (`VectorSpaceMismatchError` otherwise: re-embed the tenant first). All-or-nothing: any
+        failure rolls the whole batch back. Returns how many notes replaced an existing note id.
         """
         if len(notes) != len(embeddings):
             raise ValueError("one embedding per note is required")
@@ -318,6 +338,15 @@ class TenantNotes:
         with self._store._transaction() as conn:
             tenant_id = self._store._tenant_id(conn, self.tenant, create=True)
             assert tenant_id is not None
+            current = conn.execute(
+                "SELECT space FROM tenant_vector_spaces WHERE tenant_id = ?", (tenant_id,)
+            ).fetchone()
+            if current is None:
+                conn.execute(
+                    "INSERT INTO tenant_vector_spaces (tenant_id, space) VALUES (?, ?)", (tenant_id, space)
+                )
+            elif current[0] != space:
+                raise VectorSpaceMismatchError(self.tenant, str(current[0]), space)
             fts = _fts_table(tenant_id)
             for note, vector in zip(notes, blobs, strict=True):
                 old = conn.execute(
@@ -368,6 +397,60 @@ class TenantNotes:
         return replaced
 
     # -- reads --------------------------------------------------------------------------------
+
+    def vector_space(self) -> str | None:
+        """The embedder this tenant's note vectors were made with (`None` before any write)."""
+        with self._store._reading() as conn:
+            row = conn.execute(
+                "SELECT s.space FROM tenant_vector_spaces s JOIN tenants t ON t.tenant_id = s.tenant_id "
+                "WHERE t.name = ?",
+                (self.tenant,),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def replace_vectors(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]], *, space: str) -> None:
+        """Swap every note vector of this tenant for one made in `space`, in one transaction.
+
+        `vectors` must cover all of the tenant's notes (row id, vector); used to move a tenant
+        to a rebuilt embedding table, never on a normal start.
+        """
+        with self._store._transaction() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return
+            total = conn.execute("SELECT count(*) FROM notes WHERE tenant_id = ?", (tenant_id,)).fetchone()
+            if int(total[0]) != len(vectors):
+                raise ValueError("replace_vectors needs a vector for every note of the tenant")
+            conn.executemany(
+                "UPDATE notes SET embedding = ? WHERE rowid = ? AND tenant_id = ?",
+                [
+                    (np.ascontiguousarray(v, dtype=np.float16).tobytes(), rowid, tenant_id)
+                    for rowid, v in vectors
+                ],
+            )
+            conn.execute(
+                "INSERT INTO tenant_vector_spaces (tenant_id, space) VALUES (?, ?) "
+                "ON CONFLICT (tenant_id) DO UPDATE SET space = excluded.space",
+                (tenant_id, space),
+            )
+            conn.execute("UPDATE tenants SET generation = generation + 1 WHERE tenant_id = ?", (tenant_id,))
+
+    def iter_texts(self, batch: int = 2000) -> Iterator[list[tuple[int, str]]]:
+        """(row id, text) of every note in row order, in batches (for re-embedding)."""
+        last = 0
+        while True:
+            with self._store._reading() as conn:
+                tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+                if tenant_id is None:
+                    return
+                rows = conn.execute(
+                    "SELECT rowid, text FROM notes WHERE tenant_id = ? AND rowid > ? ORDER BY rowid LIMIT ?",
+                    (tenant_id, last, batch),
+                ).fetchall()
+            if not rows:
+                return
+            last = int(rows[-1][0])
+            yield [(int(r[0]), str(r[1])) for r in rows]
 
     def count(self) -> int:
         with self._store._reading() as conn:
