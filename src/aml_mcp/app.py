@@ -17,6 +17,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from aml_mcp.access import ScopeRules, tool_scope_rule
+from aml_mcp.aml.wiring import build_aml
 from aml_mcp.auth.wiring import build_auth
 from aml_mcp.catalog import Catalog
 from aml_mcp.config import Settings
@@ -51,13 +52,17 @@ class Runtime:
 
 
 def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlette:
-    """Build the ASGI application described by `settings`, serving `catalog`."""
-    catalog = catalog if catalog is not None else Catalog()
+    """Build the ASGI application described by `settings`, serving `catalog` (default: the AML tools)."""
     data_dir = settings.ensure_data_dir()
     runtime = Runtime()
     database = SqliteDatabase(data_dir / "aml-mcp.db")
     # (component, steps): each durable component's schema, brought up to date before the first request.
     migrations: list[tuple[str, list[str]]] = []
+    aml = None
+    if catalog is None:
+        aml = build_aml(settings.aml, data_dir=data_dir, database=database)
+        catalog = aml.catalog
+        migrations.append(aml.migration)
     scope_rules = ScopeRules()
     scope_rules.add("tools/call", tool_scope_rule(catalog.tools))
     auth = build_auth(settings, database=database, scope_rules=scope_rules, tools=catalog.tools)
@@ -112,7 +117,13 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         try:
             for component, steps in migrations:
                 await database.migrate(component, steps)
-            async with plain.run(), streaming.run(), tasks.running(), auth.running():
+            async with (
+                aml.running() if aml is not None else contextlib.nullcontext(),
+                plain.run(),
+                streaming.run(),
+                tasks.running(),
+                auth.running(),
+            ):
                 yield
                 runtime.begin_shutdown()
         finally:

@@ -14,6 +14,8 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
+from aml_mcp.aml.ingest import run_ingest
+from aml_mcp.aml.wiring import load_demo_if_empty
 from aml_mcp.app import Runtime, build_app
 from aml_mcp.auth.cli import add_commands as add_auth_commands
 from aml_mcp.auth.cli import serve_banner, serve_refusal
@@ -66,11 +68,27 @@ def _serve(args: argparse.Namespace) -> int:
     if refusal is not None:
         print(refusal, file=sys.stderr)
         return 2
+    _load_demo(settings)
     app = build_app(settings)
     print(f"aml-mcp serving MCP at {settings.resource_url} (data in {settings.data_dir})", file=sys.stderr)
     print(serve_banner(settings), file=sys.stderr)
     run_server(app, settings)
     return 0
+
+
+def _load_demo(settings: Settings) -> None:
+    """First start: fill an empty notes store with the demo banks, so there is something to search."""
+    written = load_demo_if_empty(
+        settings.aml, settings.ensure_data_dir(), lambda message: print(message, file=sys.stderr)
+    )
+    if written:
+        banks = ", ".join(f"{tenant} ({count})" for tenant, count in written.items())
+        print(f"loaded the demo corpus (notes per bank): {banks}", file=sys.stderr)
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config, data_dir=args.data_dir)
+    return run_ingest(args.file, args.tenant, settings.ensure_data_dir())
 
 
 def _conformance_server(args: argparse.Namespace) -> int:
@@ -101,6 +119,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", type=Path, help="where everything is persisted (default ./var)")
     serve.add_argument("--config", type=Path, help="a TOML settings file")
     serve.set_defaults(run=_serve)
+
+    ingest = commands.add_parser(
+        "ingest", help="load case notes (JSONL) for one tenant: all rows or none, bad rows listed"
+    )
+    ingest.add_argument("file", type=Path, help="JSON Lines, one note per line")
+    ingest.add_argument("--tenant", required=True, help="the bank the notes belong to")
+    ingest.add_argument("--data-dir", type=Path, help="where everything is persisted (default ./var)")
+    ingest.add_argument("--config", type=Path, help="a TOML settings file")
+    ingest.set_defaults(run=_ingest)
 
     fixture = commands.add_parser(
         "conformance-server", help="serve the conformance fixtures on 127.0.0.1 (authentication off)"

@@ -19,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.auth.settings import AuthSettings
 from aml_mcp.tasks.settings import TaskSettings
 
@@ -56,6 +57,8 @@ class Settings(BaseSettings):
     tasks: TaskSettings = Field(default_factory=TaskSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     """OAuth resource server, audit and the development authorization server (`AML_MCP_AUTH__*`)."""
+    aml: AmlSettings = Field(default_factory=AmlSettings)
+    """The AML tools and the demo corpus (`AML_MCP_AML__*`)."""
 
     @field_validator("log_level")
     @classmethod

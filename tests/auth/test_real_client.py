@@ -86,7 +86,7 @@ def _claims(token: str) -> dict[str, Any]:
 @pytest.mark.anyio
 async def test_sdk_client_completes_the_oauth_flow_and_steps_up(server: SecuredServer) -> None:
     storage = MemoryStorage()
-    browser = Browser("carol")  # carol (bank-a) holds aml:admin, so she can consent to a step-up
+    browser = Browser("carol")  # carol (meridian-bank) holds aml:admin, so she can consent to a step-up
     provider = OAuthClientProvider(
         server_url=server.resource,
         client_metadata=OAuthClientMetadata(
@@ -107,7 +107,7 @@ async def test_sdk_client_completes_the_oauth_flow_and_steps_up(server: SecuredS
         assert not result.is_error
         assert result.structured_content is not None
         assert result.structured_content["subject"] == "carol"
-        assert result.structured_content["tenant"] == "bank-a"
+        assert result.structured_content["tenant"] == "meridian-bank"
 
         # What the SDK did on the way: registered, asked with resource + PKCE S256 + least scope.
         assert storage.client_info is not None and storage.client_info.client_id

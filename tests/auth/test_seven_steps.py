@@ -121,15 +121,19 @@ def test_seven_step_flow(server: SecuredServer) -> None:
     assert claims["aud"] == server.resource
     assert claims["iss"] == issuer
     assert claims["scope"] == "aml:read" and token["scope"] == "aml:read"
-    assert (claims["sub"], claims["tenant"], claims["client_id"]) == ("alice", "bank-a", client_id)
+    assert (claims["sub"], claims["tenant"], claims["client_id"]) == ("alice", "meridian-bank", client_id)
 
-    # 6-7. The call with the token: aud, scope and iss check out → the tool runs as alice@bank-a.
+    # 6-7. The call with the token: aud, scope and iss check out → the tool runs as alice@meridian-bank.
     mark = server.audit_mark()
     ok = server.post("tools/call", call, token=token["access_token"])
     assert ok.status_code == 200, ok.text
-    assert ok.json()["result"]["structuredContent"]["tenant"] == "bank-a"
+    assert ok.json()["result"]["structuredContent"]["tenant"] == "meridian-bank"
     allowed = server.wait_for_audit(since=mark, decision="allow", target="probe_read")
-    assert (allowed["subject"], allowed["tenant"], allowed["client_id"]) == ("alice", "bank-a", client_id)
+    assert (allowed["subject"], allowed["tenant"], allowed["client_id"]) == (
+        "alice",
+        "meridian-bank",
+        client_id,
+    )
 
     # 7, "no" branch (scope): the same token for a tool needing aml:eval → 403, audited.
     denied = server.post("tools/call", {"name": "probe_eval", "arguments": {}}, token=token["access_token"])

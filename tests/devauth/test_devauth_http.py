@@ -169,7 +169,7 @@ def test_users_grant_only_scopes_they_hold(server: SecuredServer, meta: dict[str
     token = _exchange(server, meta, code, verifier).json()
     assert token["scope"] == "aml:read"
     claims = _claims(token["access_token"])
-    assert claims["tenant"] == "bank-b" and claims["scope"] == "aml:read"
+    assert claims["tenant"] == "harbour-trust" and claims["scope"] == "aml:read"
     header = json.loads(base64.urlsafe_b64decode(token["access_token"].split(".")[0] + "=="))
     assert header["typ"] == "at+jwt" and header["alg"] == "RS256"
 
@@ -187,7 +187,7 @@ def test_client_credentials_for_the_service_client(server: SecuredServer, meta: 
     assert (claims["sub"], claims["client_id"], claims["tenant"]) == (
         SERVICE_CLIENT_ID,
         SERVICE_CLIENT_ID,
-        "bank-a",
+        "meridian-bank",
     )
     call = server.post(
         "tools/call", {"name": "probe_read", "arguments": {}}, token=granted.json()["access_token"]

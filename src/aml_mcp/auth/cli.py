@@ -56,11 +56,11 @@ def serve_banner(settings: Settings) -> str:
         trusted.insert(0, issuer)
         lines += [
             f"development authorization server: {issuer}",
-            "  demo users: alice, carol (bank-a); bob, dave (bank-b); the password is the user name",
+            "  demo users (password = user name): alice, carol (meridian-bank); bob, dave (harbour-trust)",
             "  MCP clients: connect to the URL above; the 401 leads them to discovery, login and consent.",
             "  a token for scripts:",
             f"    aml-mcp token --data-dir {settings.data_dir} --port {settings.port} --subject alice"
-            f' --tenant bank-a --client {CLI_CLIENT_ID} --scope "aml:read aml:draft"',
+            f' --tenant meridian-bank --client {CLI_CLIENT_ID} --scope "aml:read aml:draft"',
             "  client credentials:",
             f"    secret=$(aml-mcp devauth client-secret --data-dir {settings.data_dir})",
             f'    curl -s -u "{SERVICE_CLIENT_ID}:$secret" -d grant_type=client_credentials -d scope=aml:read'

@@ -101,7 +101,7 @@ class DevAuthSettings(_Group):
     """Mount point; the issuer is the server's base URL plus this path."""
     access_token_ttl_seconds: int = Field(default=900, ge=30, le=86_400)
     refresh_token_ttl_seconds: int = Field(default=86_400, ge=60)
-    client_credentials_tenant: str = "bank-a"
+    client_credentials_tenant: str = "meridian-bank"
     """Tenant claim for tokens of the pre-registered service client (client credentials grant)."""
 
     @field_validator("path")

@@ -1,5 +1,8 @@
 """Demo users of the development authorization server: two banks (tenants), different scopes.
 
+Their tenants are two of the demo corpus's banks (`aml.demo.TENANTS`), so a fresh `serve` with
+its demo data answers them out of the box.
+
 Passwords equal user names and are printed on the login page: these accounts exist to exercise
 tenant isolation and step-up consent locally, nothing else.
 """
@@ -25,12 +28,18 @@ class DemoUser:
 
 DEMO_USERS: tuple[DemoUser, ...] = (
     DemoUser(
-        "alice", "bank-a", frozenset({"aml:read", "aml:draft"}), "analyst at bank A: search and draft SARs"
+        "alice",
+        "meridian-bank",
+        frozenset({"aml:read", "aml:draft"}),
+        "analyst at Meridian Bank: search and draft SARs",
     ),
-    DemoUser("carol", "bank-a", frozenset({"aml:admin"}), "AML lead at bank A: everything"),
-    DemoUser("bob", "bank-b", frozenset({"aml:read"}), "analyst at bank B: search only"),
+    DemoUser("carol", "meridian-bank", frozenset({"aml:admin"}), "AML lead at Meridian Bank: everything"),
+    DemoUser("bob", "harbour-trust", frozenset({"aml:read"}), "analyst at Harbour Trust: search only"),
     DemoUser(
-        "dave", "bank-b", frozenset({"aml:read", "aml:eval"}), "model validator at bank B: search, eval"
+        "dave",
+        "harbour-trust",
+        frozenset({"aml:read", "aml:eval"}),
+        "model validator at Harbour Trust: search, eval",
     ),
 )
 

@@ -1,0 +1,111 @@
+"""Stored evaluation baselines, per tenant, in the server's database (component `aml_eval`).
+
+Why a history rather than one row per tenant: a baseline is what later runs are measured
+against, and knowing which run set it (and when) matters when a figure moves.
+
+Why saving is a no-op for an identical result: `run_full_eval` is re-run from the start after a
+crash (it is declared idempotent), and a crash can fall between saving the baseline and
+recording the task's result. Saving a result whose *digest* (dataset fingerprint + figures)
+equals the newest baseline's adds no row and returns that baseline, so a re-run changes nothing
+more. (Its report then compares with the baseline the first attempt saved: deltas of zero.)
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aml_mcp.principal import Principal
+from aml_mcp.store.sqlite import SqliteDatabase
+
+COMPONENT = "aml_eval"
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE aml_eval_baselines (
+        seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+        baseline_id  TEXT NOT NULL UNIQUE,
+        tenant       TEXT NOT NULL,
+        saved_at_ms  INTEGER NOT NULL,
+        issuer       TEXT NOT NULL,
+        subject      TEXT NOT NULL,
+        client_id    TEXT NOT NULL,
+        digest       TEXT NOT NULL,
+        figures      TEXT NOT NULL
+    );
+    CREATE INDEX aml_eval_baselines_tenant ON aml_eval_baselines (tenant, seq);
+    """,
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    baseline_id: str
+    saved_at_ms: int
+    saved_by: str
+    """The subject who saved it (within the same tenant; never another tenant's)."""
+    digest: str
+    figures: dict[str, Any]
+
+
+def _baseline(row: sqlite3.Row | tuple[Any, ...]) -> Baseline:
+    return Baseline(str(row[0]), int(row[1]), str(row[2]), str(row[3]), json.loads(row[4]))
+
+
+_COLUMNS = "baseline_id, saved_at_ms, subject, digest, figures"
+
+
+class BaselineStore:
+    """Baselines of every tenant; every statement filters on the tenant it is given."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._database = database
+
+    async def latest(self, tenant: str) -> Baseline | None:
+        """The newest baseline of `tenant` (what a run compares with), if any."""
+
+        def read(conn: sqlite3.Connection) -> Baseline | None:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM aml_eval_baselines WHERE tenant = ? "  # noqa: S608
+                "ORDER BY seq DESC LIMIT 1",
+                (tenant,),
+            ).fetchone()
+            return None if row is None else _baseline(row)
+
+        return await self._database.read(read)
+
+    async def save(self, principal: Principal, digest: str, figures: dict[str, Any]) -> Baseline:
+        """Make `figures` the tenant's newest baseline; a no-op returning it if it already is."""
+        tenant = principal.tenant
+        now = int(time.time() * 1000)
+        new_id = secrets.token_urlsafe(12)
+        encoded = json.dumps(figures, sort_keys=True, separators=(",", ":"))
+
+        def write(conn: sqlite3.Connection) -> Baseline:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM aml_eval_baselines WHERE tenant = ? "  # noqa: S608
+                "ORDER BY seq DESC LIMIT 1",
+                (tenant,),
+            ).fetchone()
+            if row is not None and row[3] == digest:
+                return _baseline(row)
+            conn.execute(
+                "INSERT INTO aml_eval_baselines (baseline_id, tenant, saved_at_ms, issuer, subject,"
+                " client_id, digest, figures) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    new_id,
+                    tenant,
+                    now,
+                    principal.issuer,
+                    principal.subject,
+                    principal.client_id,
+                    digest,
+                    encoded,
+                ),
+            )
+            return Baseline(new_id, now, principal.subject, digest, json.loads(encoded))
+
+        return await self._database.write(write)

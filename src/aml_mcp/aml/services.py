@@ -1,0 +1,66 @@
+"""What the AML tool bodies call: search, case work and evaluation for one verified tenant.
+
+Every method takes the tenant explicitly — the tools pass `ctx.principal.tenant` and nothing
+else — and runs synchronous store work in worker threads, so no tool body blocks the event loop.
+A tenant claim the notes store could never hold (`notes.TENANT_PATTERN`) is a tenant with no
+notes, not an error: such a caller sees empty results, like any bank that has loaded nothing.
+
+The embedder takes about a second to load, so it is loaded once at start-up (`start`), never on
+a request's path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio.to_thread
+
+from aml_mcp.aml.casework import CaseWork
+from aml_mcp.aml.embeddings import Embedder
+from aml_mcp.aml.evaluation import Evaluator
+from aml_mcp.aml.notes import InvalidTenantError, validate_tenant
+from aml_mcp.aml.search import NoteSearch, SearchHit, SearchRequest
+from aml_mcp.aml.store import NoteStore
+
+
+class AmlServices:
+    def __init__(
+        self,
+        *,
+        store: NoteStore,
+        load_embedder: Callable[[], Embedder],
+        casework: CaseWork,
+        evaluator: Callable[[Callable[[], NoteSearch]], Evaluator],
+    ) -> None:
+        self.store = store
+        self.casework = casework
+        self._load_embedder = load_embedder
+        self._searcher: NoteSearch | None = None
+        self.evaluator = evaluator(self.searcher)
+
+    async def start(self) -> None:
+        """Load the embedder (off the event loop) before the first request."""
+        if self._searcher is None:
+            embedder = await anyio.to_thread.run_sync(self._load_embedder)
+            self._searcher = NoteSearch(embedder)
+
+    def searcher(self) -> NoteSearch:
+        if self._searcher is None:
+            raise RuntimeError("the AML services have not been started")
+        return self._searcher
+
+    @staticmethod
+    def holds_notes(tenant: str) -> bool:
+        """Whether `tenant` is a name the notes store could hold at all."""
+        try:
+            validate_tenant(tenant)
+        except InvalidTenantError:
+            return False
+        return True
+
+    async def search(self, tenant: str, request: SearchRequest) -> list[SearchHit]:
+        if not self.holds_notes(tenant):
+            return []
+        searcher = self.searcher()
+        view = self.store.tenant(tenant)
+        return await anyio.to_thread.run_sync(searcher.search, view, request)
