@@ -40,6 +40,7 @@ def task_reference(task_id: object) -> str | None:
     """The part of a client-sent task id that may be written to the audit trail."""
     return task_id[:TASK_ID_PREFIX] if isinstance(task_id, str) else None
 
+
 AUDIT_MIGRATIONS: list[str] = [
     """
     CREATE TABLE audit_events (
