@@ -168,7 +168,7 @@ def test_no_query_filter_or_argument_returns_another_banks_note(
         # The victim's own search for the same note does find it: the probes were real identifiers.
         probe = demo_notes[victim][0].note
         assert probe.note_id in {h["note_id"] for h in aml.search(victim, query=probe.note_id, top_k=5)}
-    assert searched > 150 and returned > 0
+    assert searched > 120 and returned > 0
 
     smuggled = aml.result("search_aml_notes", {"query": "cash", "tenant": B}, tenant=A)
     assert smuggled["isError"] is True and "structuredContent" not in smuggled
