@@ -247,7 +247,10 @@ class TemplateDrafter:
                 *by_section["why"][:_MAX_WHY],
             ]
         ) or MISSING.format(what="reason the activity is suspicious")
-        how = _join(by_section["how"][:_MAX_HOW]) or MISSING.format(what="method of the activity")
+        # Notes that only ever describe the activity as a red flag still say how it was done.
+        how = _join((by_section["how"] or by_section["why"])[:_MAX_HOW]) or MISSING.format(
+            what="method of the activity"
+        )
 
         transactions = [
             TransactionEntry(
