@@ -34,14 +34,15 @@ class FusionWeights:
     """K of the saturated method: the BM25 score that counts as half a lexical match."""
 
 
-TUNED_WEIGHTS = FusionWeights(method=FusionMethod.SATURATED, lexical=0.1, dense=0.9, bm25_half=20.0)
+TUNED_WEIGHTS = FusionWeights(method=FusionMethod.SATURATED, lexical=0.15, dense=0.85, bm25_half=40.0)
 """Picked by `benchmarks/search_quality.py --tune` on the tuning half of the labelled set
-(demo corpus, 10k notes x 3 banks, seed 20260804): among 84 settings (RRF k=10/30/60, min-max
-score fusion, saturated fusion K=2..40; lexical weight 0..1), the best keyword-query nDCG@10
-(0.944) that keeps paraphrase nDCG@10 within 3% of dense-only and exact-id top-1 at 100%.
-Figures on all queries: paraphrase nDCG@10 hybrid 0.411 vs BM25 0.064 vs dense 0.419; keyword
-0.944 vs BM25 1.000 vs dense 0.887. RRF 0.4/0.6 (what averaging the two picked) scored
-paraphrase 0.392: it is the "equal-ish fusion drags dense down" effect."""
+(demo corpus, 10k notes x 3 banks, seed 20260804, shipped 192-dim table): among 84 settings
+(RRF k=10/30/60, min-max score fusion, saturated fusion K=2..40; lexical weight 0..1), the best
+keyword-query nDCG@10 that keeps paraphrase nDCG@10 within 3% of dense-only and exact-id top-1
+at 100%. On all queries: paraphrase nDCG@10 hybrid 0.481 vs BM25 0.064 vs dense 0.491; keyword
+0.912 vs BM25 0.990 vs dense 0.841; exact-id top-1 1.000 (BM25 0.844). Averaging the two
+free-text kinds instead picked a BM25-heavy RRF (0.4/0.6) that lost ~6% on paraphrases: the
+"equal-ish fusion drags a good dense ranking down" effect."""
 
 
 def fuse(
