@@ -30,7 +30,7 @@ import anyio.to_thread
 from aml_mcp.aml.analyst_input import AnalystFacts
 from aml_mcp.aml.baselines import Baseline, BaselineStore
 from aml_mcp.aml.case_file import CaseFile
-from aml_mcp.aml.casework import CaseWork, CheckedDraft, in_slices
+from aml_mcp.aml.casework import CaseWork, in_slices
 from aml_mcp.aml.checks import CHECKS
 from aml_mcp.aml.demo import LabelledQuery
 from aml_mcp.aml.demo_labels import DemoLabels, LabelSet
@@ -59,6 +59,15 @@ class _Tally:
     def load(self, case: CaseFile) -> None:
         self.notes += len(case.notes)
         self.digests.extend(note_digest(n) for n in case.notes)
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """What the report keeps of one case: drafts and notes are dropped as soon as they are checked,
+    so a run over a large bank holds one slice of cases in memory, not all of them."""
+
+    case_id: str
+    failed: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +125,12 @@ class Evaluator:
             tally.load(case)
             return case, {}
 
-        def run_slice(jobs: Sequence[str], deadline: float) -> tuple[int, list[CheckedDraft | None]]:
+        def run_slice(jobs: Sequence[str], deadline: float) -> tuple[int, list[_Verdict | None]]:
             consumed, outcomes = self._casework.draft_slice(tenant, jobs, prepare, deadline)
-            return consumed, [checked for _, checked in outcomes]
+            return consumed, [
+                None if checked is None else _Verdict(case_id, tuple(checked.failed))
+                for case_id, checked in outcomes
+            ]
 
         async def drafted(done: int) -> None:
             await progress(done, total, f"drafted {done}/{total} cases")
@@ -213,14 +225,14 @@ class Evaluator:
         }
 
 
-def _code_checks(outcomes: Sequence[CheckedDraft]) -> dict[str, Any]:
+def _code_checks(outcomes: Sequence[_Verdict]) -> dict[str, Any]:
     total = len(outcomes)
-    passed = sum(1 for o in outcomes if o.passed)
+    passed = sum(1 for o in outcomes if not o.failed)
     by_check: dict[str, dict[str, Any]] = {}
     for name in CHECKS:
-        ok = sum(1 for o in outcomes for c in o.checks if c.name == name and c.passed)
+        ok = total - sum(1 for o in outcomes if name in o.failed)
         by_check[name] = {"passed": ok, "failed": total - ok, "pass_rate": _rate(ok, total)}
-    failures = [{"case_id": o.case.case_id, "failed_checks": o.failed} for o in outcomes if not o.passed]
+    failures = [{"case_id": o.case_id, "failed_checks": list(o.failed)} for o in outcomes if o.failed]
     return {
         "pass_rate": _rate(passed, total),
         "passed": passed,
