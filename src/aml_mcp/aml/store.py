@@ -105,14 +105,6 @@ def normalise_name(value: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredNote:
-    """A note as stored for one tenant, with the store's row id (stable until the note is replaced)."""
-
-    rowid: int
-    note: CaseNote
-
-
-@dataclass(frozen=True, slots=True)
 class TenantVectors:
     """A tenant's note vectors and the metadata dense search filters on, held in memory together.
 
