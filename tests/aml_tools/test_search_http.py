@@ -87,6 +87,7 @@ def test_filters_restrict_every_result(aml: AmlClient, demo_notes: dict[str, lis
         ({"query": "cash", "date_from": "2024-05-01", "date_to": "2024-01-01"}, "date_from is after date_to"),
         ({"query": "cash", "tenant": B}, "tenant"),
         ({"query": "cash", "case_id": 42}, "case_id"),
+        ({"query": "cash", "typology": "!!!"}, "typology"),
     ],
 )
 def test_bad_arguments_are_tool_errors(aml: AmlClient, arguments: dict[str, Any], expected: str) -> None:

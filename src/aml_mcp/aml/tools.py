@@ -27,6 +27,7 @@ from aml_mcp.aml.case_file import CaseFile
 from aml_mcp.aml.casework import CheckedDraft, in_slices
 from aml_mcp.aml.evaluation import NothingToEvaluate, summary
 from aml_mcp.aml.identifiers import identifier_candidates
+from aml_mcp.aml.notes import normalise_typology
 from aml_mcp.aml.search import SearchHit, SearchRequest
 from aml_mcp.aml.services import AmlServices
 from aml_mcp.aml.settings import AmlSettings
@@ -96,6 +97,9 @@ def search_tool(services: AmlServices, settings: AmlSettings) -> ToolSpec:
             request = SearchRequest.model_validate({"top_k": settings.search_default_top_k, **arguments})
         except ValidationError as exc:
             return tool_error(_validation_text(exc))
+        if request.typology is not None and not normalise_typology(request.typology):
+            # It would normalise to no code at all, which the dense half of the search reads as "no filter".
+            return tool_error("Invalid arguments:\n- typology: must contain a letter or digit")
         hits = await services.search(ctx.principal.tenant, request)
         results = [_search_result(hit, request.query) for hit in hits]
         lines = [
