@@ -7,6 +7,31 @@ import secrets
 from pathlib import Path
 
 
+def write_private(path: Path, data: bytes, *, replace: bool) -> None:
+    """Owner-only and atomic: a reader sees the old file or the new one, never half of either.
+
+    With `replace=False` an existing file wins (another process created it first), so concurrent
+    first starts agree on one secret.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def load_or_create_secret(path: Path, nbytes: int = 32) -> bytes:
     """The secret at `path`, created (owner-only, atomically) on first use.
 
@@ -16,21 +41,7 @@ def load_or_create_secret(path: Path, nbytes: int = 32) -> bytes:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fresh = secrets.token_bytes(nbytes)
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, fresh)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, path)  # fails if another process won the race; then read theirs
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
+        write_private(path, secrets.token_bytes(nbytes), replace=False)
         data = path.read_bytes()
     if len(data) < nbytes:
         raise ValueError(f"secret at {path} is shorter than {nbytes} bytes")

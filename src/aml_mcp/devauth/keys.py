@@ -10,7 +10,6 @@ same file; a running server notices a rotation by the file's modification time.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import threading
 import time
@@ -22,6 +21,8 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
+
+from aml_mcp.secrets_store import write_private
 
 ALGORITHM = "RS256"
 RETAINED = 3
@@ -74,27 +75,6 @@ def _decode(data: bytes) -> tuple[str, list[_Key]]:
     return current, keys
 
 
-def _write_private(path: Path, data: bytes, *, replace: bool) -> None:
-    """Owner-only, atomic: a reader sees the old file or the new one, never half of either."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        if replace:
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)  # fails if another process created it first; then theirs is used
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 class DevSigningKeys:
     """Loads (creating on first use) and rotates the key file; signs tokens with the current key."""
 
@@ -111,7 +91,7 @@ class DevSigningKeys:
                 stat = self.path.stat()
             except FileNotFoundError:
                 first = _new_key()
-                _write_private(self.path, _encode(first.kid, [first]), replace=False)
+                write_private(self.path, _encode(first.kid, [first]), replace=False)
                 stat = self.path.stat()
             if stat.st_mtime_ns == self._mtime:
                 return
@@ -124,7 +104,7 @@ class DevSigningKeys:
         with self._lock:
             fresh = _new_key()
             keys = sorted([*self._keys, fresh], key=lambda key: key.created_at)[-RETAINED:]
-            _write_private(self.path, _encode(fresh.kid, keys), replace=True)
+            write_private(self.path, _encode(fresh.kid, keys), replace=True)
             self._mtime = None
         self._load()
         return fresh.kid
