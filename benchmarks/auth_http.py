@@ -15,16 +15,14 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loadgen import build_request, pin_to, run_load
+from loadgen import build_request, pin_to, run_load, spawn_server
 
 PROTOCOL = "2026-07-28"
 CALL = {
@@ -83,25 +81,9 @@ def serve(kind: str, port: int, cpu: int, data_dir: Path) -> None:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start(kind: str, cpu: int, data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    args = [sys.executable, __file__, "--serve", kind, "--port", str(port), "--cpu", str(cpu)]
-    proc = subprocess.Popen([*args, "--data-dir", str(data_dir)])
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(f"{kind} server did not start")
+    args = [sys.executable, __file__, "--serve", kind, "--cpu", str(cpu), "--data-dir", str(data_dir)]
+    return spawn_server(args, kind)
 
 
 def token_for(data_dir: Path, port: int) -> str:

@@ -16,15 +16,13 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loadgen import build_request, pin_to, run_load, summarize_ratio
+from loadgen import build_request, pin_to, run_load, spawn_server, summarize_ratio
 
 PROTOCOL = "2026-07-28"
 CALL = {
@@ -120,26 +118,8 @@ def serve(kind: str, port: int, cpu: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start(kind: str, cpu: int) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", kind, "--port", str(port), "--cpu", str(cpu)]
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(f"{kind} server did not start")
+    return spawn_server([sys.executable, __file__, "--serve", kind, "--cpu", str(cpu)], kind)
 
 
 def main() -> None:

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from core_http import free_port
-from loadgen import _read_response, build_request
+from loadgen import _read_response, build_request, free_port
 
 PROTOCOL = "2026-07-28"
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}

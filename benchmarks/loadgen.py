@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -140,6 +142,29 @@ def summarize_ratio(label: str, ours: RunResult, baseline: RunResult) -> str:
         f"{label}: throughput {ours.throughput / baseline.throughput:.2f}x of baseline, "
         f"server CPU per request {ours.cpu_per_request_ms / baseline.cpu_per_request_ms:.2f}x of baseline"
     )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def spawn_server(
+    args: Sequence[str], label: str, *, timeout: float = 60.0
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start `args --port P` (a server process) on a free port; return once it accepts connections."""
+    port = free_port()
+    proc = subprocess.Popen([*args, "--port", str(port)])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{label} server did not start")
 
 
 def pin_to(cpus: Sequence[int]) -> None:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from loadgen import RunResult, build_request, pin_to, run_load, summarize_ratio  # noqa: E402
+from loadgen import RunResult, build_request, pin_to, run_load, spawn_server, summarize_ratio  # noqa: E402
 
 PROTOCOL = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -170,25 +170,9 @@ def serve(kind: str, port: int, cpu: int) -> None:
 # -- driving them ----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start(kind: str, cpu: int) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
     python = str(FASTMCP_PYTHON) if kind == "fastmcp" else sys.executable
-    proc = subprocess.Popen([python, __file__, "--serve", kind, "--port", str(port), "--cpu", str(cpu)])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(f"{kind} server did not start")
+    return spawn_server([python, __file__, "--serve", kind, "--cpu", str(cpu)], kind)
 
 
 def one(port: int, body: bytes, method: str, name: str) -> dict[str, object]:
