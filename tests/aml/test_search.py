@@ -71,6 +71,9 @@ def test_filters_that_match_nothing(demo_store: NoteStore, searcher: NoteSearch)
     assert searcher.search(view, SearchRequest(query="cash", case_id="NO-SUCH-CASE")) == []
     assert searcher.search(view, SearchRequest(query="cash", typology="not_a_typology")) == []
     assert searcher.search(view, SearchRequest(query="cash", date_to="1999-12-31")) == []
+    # A typology that normalises to nothing filters both halves (it once filtered only the lexical one).
+    for mode in SearchMode:
+        assert searcher.search(view, SearchRequest(query="cash", typology="!!!"), mode) == [], mode
 
 
 def test_exact_identifiers_win_top1(

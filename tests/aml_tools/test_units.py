@@ -15,13 +15,13 @@ from pydantic import ValidationError
 
 from aml_mcp.aml.analyst_input import FactKind, MissingFact, missing_facts, read_answers
 from aml_mcp.aml.case_file import account_like, build_case_file, is_entity
-from aml_mcp.aml.checks import CHECKS, CheckSuite, dates_in, money_figures
+from aml_mcp.aml.checks import CHECKS, CheckSuite, dates_in, foreign_candidates, money_figures
 from aml_mcp.aml.foreign_ids import draft_candidates
 from aml_mcp.aml.ingest import write_notes
 from aml_mcp.aml.notes import CaseNote, Subject
 from aml_mcp.aml.sar import TYPOLOGY_LABELS, SarDraft, TemplateDrafter
 from aml_mcp.aml.settings import AmlSettings
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.store import NoteStore, normalise_identifier
 from aml_mcp.aml.wiring import load_demo_if_empty, load_drafter
 from aml_mcp.config import Settings
 
@@ -151,6 +151,13 @@ def test_a_complete_draft_passes_every_check_in_order() -> None:
         "2024-03-10",
     )
     assert "Recommend" not in draft.text()  # case-handling sentences are not narrative
+
+
+def test_accounts_the_analyst_typed_are_never_looked_up_in_other_banks() -> None:
+    draft, _ = _draft()
+    candidates = foreign_candidates(draft)
+    assert normalise_identifier("1111-222-33333") not in candidates  # the analyst's answer
+    assert normalise_identifier("0042-318-77651") in candidates  # from the notes: still checked
 
 
 def test_missing_answers_fail_required_fields_only() -> None:

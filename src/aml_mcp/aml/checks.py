@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from aml_mcp.aml.case_file import CaseFile
 from aml_mcp.aml.foreign_ids import draft_candidates
 from aml_mcp.aml.sar import MISSING, SarDraft
+from aml_mcp.aml.store import normalise_identifier
 
 CHECKS: tuple[str, ...] = (
     "required_fields",
@@ -77,10 +78,21 @@ def dates_in(text: str) -> list[date]:
 
 
 def foreign_candidates(draft: SarDraft) -> set[str]:
-    """What `no_foreign_identifiers` looks up for this draft."""
+    """What `no_foreign_identifiers` looks up for this draft.
+
+    Accounts the analyst typed in are left out: the analyst is the source of that value, and
+    looking it up would tell them whether another bank holds it — a yes/no oracle on other
+    institutions' customers.
+    """
     names = [s.name for s in draft.subjects] + [a for s in draft.subjects for a in s.account_ids]
     texts = [draft.text(), *(c for t in draft.transactions for c in t.counterparties)]
-    return draft_candidates(texts, names)
+    typed = {
+        normalise_identifier(account)
+        for subject in draft.subjects
+        if subject.account_source == "analyst"
+        for account in subject.account_ids
+    }
+    return draft_candidates(texts, names) - typed
 
 
 @dataclass(frozen=True, slots=True)

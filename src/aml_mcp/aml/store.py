@@ -152,7 +152,7 @@ class NoteFilter:
 
     def mask(self, vectors: TenantVectors) -> npt.NDArray[np.bool_] | None:
         """The rows of `vectors` that pass, or `None` when nothing is filtered."""
-        if self.date_from_ts is None and self.date_to_ts is None and not self.typology and not self.case_id:
+        if self.date_from_ts is None and self.date_to_ts is None and self.typology is None and self.case_id is None:
             return None
         keep = np.ones(len(vectors.rowids), dtype=np.bool_)
         if self.date_from_ts is not None:
