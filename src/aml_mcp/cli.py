@@ -14,7 +14,9 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-from aml_mcp.aml.ingest import run_ingest
+from aml_mcp.aml.embeddings import StaticEmbedder
+from aml_mcp.aml.ingest import reembed_tenant, run_ingest
+from aml_mcp.aml.store import NoteStore
 from aml_mcp.aml.wiring import load_demo_if_empty
 from aml_mcp.app import Runtime, build_app
 from aml_mcp.auth.cli import add_commands as add_auth_commands
@@ -91,6 +93,17 @@ def _ingest(args: argparse.Namespace) -> int:
     return run_ingest(args.file, args.tenant, settings.ensure_data_dir())
 
 
+def _reembed(args: argparse.Namespace) -> int:
+    """After an upgrade that ships a new embedding table: recompute stored vectors (never at start-up)."""
+    settings = load_settings(args.config, data_dir=args.data_dir)
+    embedder = StaticEmbedder.load()
+    with NoteStore.open(settings.ensure_data_dir()) as store:
+        for tenant in args.tenant or store.tenants():
+            count = reembed_tenant(store, tenant, embedder)
+            print(f"{tenant}: {count} note(s) re-embedded" if count else f"{tenant}: already current")
+    return 0
+
+
 def _conformance_server(args: argparse.Namespace) -> int:
     from aml_mcp.conformance.fixtures import fixture_catalog
 
@@ -128,6 +141,14 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--data-dir", type=Path, help="where everything is persisted (default ./var)")
     ingest.add_argument("--config", type=Path, help="a TOML settings file")
     ingest.set_defaults(run=_ingest)
+
+    reembed = commands.add_parser(
+        "reembed", help="recompute note vectors made with an older embedding table (after an upgrade)"
+    )
+    reembed.add_argument("--tenant", action="append", help="only this bank (repeatable; default: all)")
+    reembed.add_argument("--data-dir", type=Path, help="where everything is persisted (default ./var)")
+    reembed.add_argument("--config", type=Path, help="a TOML settings file")
+    reembed.set_defaults(run=_reembed)
 
     fixture = commands.add_parser(
         "conformance-server", help="serve the conformance fixtures on 127.0.0.1 (authentication off)"

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from aml_mcp.aml.embeddings import StaticEmbedder
@@ -140,3 +141,25 @@ def test_run_ingest_prints_report_and_returns_exit_code(tmp_path: Path) -> None:
     assert "line 1:" in out.getvalue()
     with NoteStore.open(data_dir) as store:
         assert store.tenant("bank-a").count() == 1
+
+
+def test_reembed_command_moves_stale_vectors_to_the_shipped_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aml_mcp.cli import main as cli_main
+
+    data_dir = tmp_path / "data"
+    assert run_ingest(_write(tmp_path / "ok.jsonl", [json.dumps(_row("n1"))]), "bank-a", data_dir) == 0
+    with NoteStore.open(data_dir) as store:
+        notes = store.tenant("bank-a")
+        current = notes.vector_space()
+        rowids = [rowid for batch in notes.iter_texts() for rowid, _ in batch]
+        notes.replace_vectors(
+            [(rowid, np.zeros(8, dtype=np.float32)) for rowid in rowids], space="an-older-table"
+        )
+    assert cli_main(["reembed", "--data-dir", str(data_dir)]) == 0
+    assert "bank-a: 1 note(s) re-embedded" in capsys.readouterr().out
+    with NoteStore.open(data_dir) as store:
+        assert store.tenant("bank-a").vector_space() == current
+    assert cli_main(["reembed", "--data-dir", str(data_dir), "--tenant", "bank-a"]) == 0
+    assert "bank-a: already current" in capsys.readouterr().out

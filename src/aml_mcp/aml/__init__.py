@@ -14,3 +14,10 @@ What the composition root and the tools call:
 * `demo.load_demo(store, embedder, notes_per_tenant=...)` on first `serve`;
   `demo.generate(...)` for the labelled query set; `metrics` for recall@k / nDCG@k.
 """
+
+import os
+
+# Dense search is one small matrix-vector product per query: a second BLAS thread only burns CPU
+# (measured: the same wall time at twice the CPU on the 2-core machines). Set before numpy loads;
+# an operator's own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
