@@ -12,7 +12,6 @@ server CPU per request for both, and the difference in CPU per request.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loadgen import build_request, pin_to, run_load, spawn_server
+from loadgen import build_request, load_then_stop, pin_to, spawn_server
 
 PROTOCOL = "2026-07-28"
 CALL = {
@@ -127,21 +126,14 @@ def main() -> None:
             if kind == "auth":
                 headers["Authorization"] = f"Bearer {token_for(data_dir, port)}"
             request = build_request("127.0.0.1", port, "/mcp", body, headers)
-            try:
-                results[kind] = asyncio.run(
-                    run_load(
-                        "127.0.0.1",
-                        port,
-                        lambda _, request=request: request,
-                        connections=connections,
-                        duration=args.duration,
-                        server_pid=proc.pid,
-                        ok=ok,
-                    )
-                )
-            finally:
-                proc.terminate()
-                proc.wait(10)
+            results[kind] = load_then_stop(
+                proc,
+                port,
+                lambda _, request=request: request,
+                connections=connections,
+                duration=args.duration,
+                ok=ok,
+            )
             print(results[kind].row(f"auth {kind} (c={connections})"))
         added = results["auth"].cpu_per_request_ms - results["open"].cpu_per_request_ms
         print(f"authentication adds {1000 * added:.0f} µs of server CPU per request (c={connections})")

@@ -13,7 +13,6 @@ p50/p99 latency and server CPU per request for each, and the ratios.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import subprocess
@@ -22,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loadgen import build_request, pin_to, run_load, spawn_server, summarize_ratio
+from loadgen import build_request, load_then_stop, pin_to, spawn_server, summarize_ratio
 
 PROTOCOL = "2026-07-28"
 CALL = {
@@ -148,21 +147,14 @@ def main() -> None:
         for kind in ("bare", "sdk", "aml"):
             proc, port = start(kind, server_cpu)
             request = build_request("127.0.0.1", port, "/mcp", body, HEADERS)
-            try:
-                results[kind] = asyncio.run(
-                    run_load(
-                        "127.0.0.1",
-                        port,
-                        lambda _, request=request: request,
-                        connections=connections,
-                        duration=args.duration,
-                        server_pid=proc.pid,
-                        ok=ok,
-                    )
-                )
-            finally:
-                proc.terminate()
-                proc.wait(10)
+            results[kind] = load_then_stop(
+                proc,
+                port,
+                lambda _, request=request: request,
+                connections=connections,
+                duration=args.duration,
+                ok=ok,
+            )
             print(results[kind].row(f"{kind} (c={connections})"))
         print(summarize_ratio(f"SDK alone vs bare (c={connections})", results["sdk"], results["bare"]))
         print(summarize_ratio(f"aml-mcp vs bare (c={connections})", results["aml"], results["bare"]))

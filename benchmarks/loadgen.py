@@ -137,6 +137,33 @@ async def run_load(
     return RunResult(len(latencies), seconds, latencies, errors, cpu)
 
 
+def load_then_stop(
+    proc: subprocess.Popen[bytes],
+    port: int,
+    make_request: Callable[[int], bytes],
+    *,
+    connections: int,
+    duration: float,
+    ok: Callable[[int, bytes], bool],
+) -> RunResult:
+    """Drive the server process listening on `port`, then stop it, whatever happened."""
+    try:
+        return asyncio.run(
+            run_load(
+                "127.0.0.1",
+                port,
+                make_request,
+                connections=connections,
+                duration=duration,
+                server_pid=proc.pid,
+                ok=ok,
+            )
+        )
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
 def summarize_ratio(label: str, ours: RunResult, baseline: RunResult) -> str:
     return (
         f"{label}: throughput {ours.throughput / baseline.throughput:.2f}x of baseline, "

@@ -24,7 +24,6 @@ at once. Prints throughput, p50/p99 latency and server CPU per request, then the
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import secrets
@@ -39,7 +38,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from loadgen import RunResult, build_request, pin_to, run_load, spawn_server, summarize_ratio  # noqa: E402
+from loadgen import RunResult, build_request, load_then_stop, pin_to, spawn_server, summarize_ratio  # noqa: E402
 
 PROTOCOL = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -200,37 +199,21 @@ def completed_task(port: int) -> str:
 
 def measure(kind: str, workload: str, connections: int, duration: float, cpu: int) -> RunResult:
     proc, port = start(kind, cpu)
-    try:
-        if workload == "create":
-            make: Callable[[int], bytes] = lambda n: build_request(  # noqa: E731
-                "127.0.0.1", port, "/mcp", call_body(n), headers("tools/call", "slow_compute")
-            )
-            marker = b'"resultType":"task"'
-        else:
-            task_id = completed_task(port)
-            fixed = build_request(
-                "127.0.0.1", port, "/mcp", get_body(7, task_id), headers("tasks/get", task_id)
-            )
-            make = lambda n: fixed  # noqa: E731
-            marker = b'"status":"completed"'
-
-        def ok(status: int, body: bytes) -> bool:
-            return status == 200 and marker in body.replace(b": ", b":")
-
-        return asyncio.run(
-            run_load(
-                "127.0.0.1",
-                port,
-                make,
-                connections=connections,
-                duration=duration,
-                server_pid=proc.pid,
-                ok=ok,
-            )
+    if workload == "create":
+        make: Callable[[int], bytes] = lambda n: build_request(  # noqa: E731
+            "127.0.0.1", port, "/mcp", call_body(n), headers("tools/call", "slow_compute")
         )
-    finally:
-        proc.terminate()
-        proc.wait(20)
+        marker = b'"resultType":"task"'
+    else:
+        task_id = completed_task(port)
+        fixed = build_request("127.0.0.1", port, "/mcp", get_body(7, task_id), headers("tasks/get", task_id))
+        make = lambda n: fixed  # noqa: E731
+        marker = b'"status":"completed"'
+
+    def ok(status: int, body: bytes) -> bool:
+        return status == 200 and marker in body.replace(b": ", b":")
+
+    return load_then_stop(proc, port, make, connections=connections, duration=duration, ok=ok)
 
 
 def main() -> None:
