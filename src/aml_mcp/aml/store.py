@@ -152,7 +152,8 @@ class NoteFilter:
 
     def mask(self, vectors: TenantVectors) -> npt.NDArray[np.bool_] | None:
         """The rows of `vectors` that pass, or `None` when nothing is filtered."""
-        if self.date_from_ts is None and self.date_to_ts is None and self.typology is None and self.case_id is None:
+        unfiltered = (self.date_from_ts, self.date_to_ts, self.typology, self.case_id) == (None,) * 4
+        if unfiltered:
             return None
         keep = np.ones(len(vectors.rowids), dtype=np.bool_)
         if self.date_from_ts is not None:
