@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loadgen import build_request, load_then_stop, pin_to, spawn_server, summarize_ratio
+from loadgen import build_request, load_then_stop, pin_to, spawn_server, split_cores, summarize_ratio
 
 PROTOCOL = "2026-07-28"
 CALL = {
@@ -133,9 +132,7 @@ def main() -> None:
         serve(args.serve, args.port, args.cpu)
         return
 
-    cores = sorted(os.sched_getaffinity(0))
-    server_cpu, client_cpu = cores[-1], cores[0]
-    pin_to([client_cpu])
+    server_cpu, client_cpu = split_cores()
     body = json.dumps(CALL, separators=(",", ":")).encode()
 
     def ok(status: int, payload: bytes) -> bool:

@@ -194,6 +194,14 @@ def spawn_server(
     raise RuntimeError(f"{label} server did not start")
 
 
+def split_cores() -> tuple[int, int]:
+    """(server core, load generator core); pins this process (the load generator) to its core."""
+    cores = sorted(os.sched_getaffinity(0))
+    server_cpu, client_cpu = cores[-1], cores[0]
+    pin_to([client_cpu])
+    return server_cpu, client_cpu
+
+
 def pin_to(cpus: Sequence[int]) -> None:
     """Keep the load generator and the server on different cores where the machine allows it."""
     with contextlib.suppress(AttributeError, OSError):

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import socket
 import subprocess
@@ -38,7 +37,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from loadgen import RunResult, build_request, load_then_stop, pin_to, spawn_server, summarize_ratio  # noqa: E402
+from loadgen import (  # noqa: E402
+    RunResult,
+    build_request,
+    load_then_stop,
+    pin_to,
+    spawn_server,
+    split_cores,
+    summarize_ratio,
+)
 
 PROTOCOL = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -232,9 +239,7 @@ def main() -> None:
         serve(args.serve, args.port, args.cpu)
         return
 
-    cores = sorted(os.sched_getaffinity(0))
-    server_cpu, client_cpu = cores[-1], cores[0]
-    pin_to([client_cpu])
+    server_cpu, client_cpu = split_cores()
     kinds = ["bare", "aml"]
     if FASTMCP_PYTHON.exists() and not args.no_fastmcp:
         kinds.append("fastmcp")

@@ -33,12 +33,15 @@ class ScopeRules:
         return await rule(params, principal) if rule is not None else NO_SCOPES
 
 
-def tool_scope_rule(tools: ToolRegistry) -> ScopeRule:
-    """`tools/call` needs the scope its tool declares; an unknown tool needs none (it fails as unknown)."""
+def tool_scope(tools: ToolRegistry, params: Mapping[str, Any]) -> frozenset[str]:
+    """The scope a `tools/call` with these params needs; an unknown tool needs none (it fails as unknown)."""
+    name = params.get("name")
+    tool = tools.get(name) if isinstance(name, str) else None
+    return frozenset({tool.scope}) if tool is not None and tool.scope else NO_SCOPES
 
+
+def tool_scope_rule(tools: ToolRegistry) -> ScopeRule:
     async def rule(params: Mapping[str, Any], principal: Principal) -> frozenset[str]:
-        name = params.get("name")
-        tool = tools.get(name) if isinstance(name, str) else None
-        return frozenset({tool.scope}) if tool is not None and tool.scope else NO_SCOPES
+        return tool_scope(tools, params)
 
     return rule

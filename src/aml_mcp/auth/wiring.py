@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 from starlette.routing import Route
 
-from aml_mcp.access import ScopeRules
+from aml_mcp.access import ScopeRules, tool_scope
 from aml_mcp.audit import (
     AUDIT_COMPONENT,
     AUDIT_FILE_NAME,
@@ -120,11 +120,7 @@ def _audit_log(settings: Settings, database: SqliteDatabase) -> AuditLog:
 
 def _tool_scope_hint(tools: ToolRegistry) -> Callable[[str, Mapping[str, Any]], frozenset[str]]:
     def hint(method: str, params: Mapping[str, Any]) -> frozenset[str]:
-        if method != "tools/call":
-            return frozenset()
-        name = params.get("name")
-        tool = tools.get(name) if isinstance(name, str) else None
-        return frozenset({tool.scope}) if tool is not None and tool.scope else frozenset()
+        return tool_scope(tools, params) if method == "tools/call" else frozenset()
 
     return hint
 
