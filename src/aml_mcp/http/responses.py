@@ -8,15 +8,13 @@ from typing import Any
 
 from starlette.responses import Response
 
-JSON_RPC_ID_UNKNOWN: None = None
-
 
 def jsonrpc_error(
     status: int,
     code: int,
     message: str,
     *,
-    request_id: Any = JSON_RPC_ID_UNKNOWN,
+    request_id: Any = None,
     data: Any = None,
     headers: Mapping[str, str] | None = None,
 ) -> Response:

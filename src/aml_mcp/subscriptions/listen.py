@@ -151,11 +151,6 @@ class ListenHandler:
         for stream in list(self._streams):
             stream.close(reason)
 
-    def recheck_all(self) -> None:
-        """Re-authorize every open stream now (after a revocation or a policy change)."""
-        for stream in list(self._streams):
-            stream.recheck()
-
     async def __call__(self, ctx: ServerRequestContext[Any, Any], params: ListenParams) -> dict[str, Any]:
         subscription_id = ctx.request_id
         if subscription_id is None:
