@@ -18,7 +18,6 @@ from pathlib import Path
 
 from starlette.requests import Request
 
-from aml_mcp.access import ScopeRules, tool_scope_rule
 from aml_mcp.auth.settings import AuthSettings
 from aml_mcp.auth.wiring import build_auth
 from aml_mcp.catalog import ToolRegistry
@@ -26,6 +25,7 @@ from aml_mcp.catalog.tools import ToolSpec
 from aml_mcp.config import Settings
 from aml_mcp.devauth.wiring import token_minter
 from aml_mcp.principal import Principal
+from aml_mcp.scope_rules import ScopeRules, tool_scope_rule
 from aml_mcp.store.sqlite import SqliteDatabase
 
 

@@ -26,7 +26,7 @@ echo "site-packages total: $(du -sh "$SITE" | cut -f1)" \
 echo "largest distributions:"
 du -s "$SITE"/* 2>/dev/null | sort -rn | head -12 | awk '{printf "  %7.1f MB  %s\n", $1/1024, $2}' | sed "s|$SITE/||"
 echo "aml_mcp package: $(du -sh "$SITE/aml_mcp" | cut -f1)" \
-     "(static embedding table: $(du -sh "$SITE/aml_mcp/aml/embedding_table/minilm_l6_static.npz" | cut -f1))"
+     "(static embedding table: $(du -sh "$SITE/aml_mcp/aml/search/embedding_table/minilm_l6_static.npz" | cut -f1))"
 heavy="$("$WORK/venv/bin/pip" list --format=freeze | grep -iE '^(torch|transformers|onnxruntime|tensorflow|jax)==' || true)"
 if [ -n "$heavy" ]; then
   echo "HEAVY ML PACKAGES PRESENT:"; echo "$heavy"; exit 1
@@ -37,7 +37,7 @@ import sys
 import time
 
 started = time.perf_counter()
-from aml_mcp.aml.embeddings import StaticEmbedder
+from aml_mcp.aml.search.embeddings import StaticEmbedder
 
 embedder = StaticEmbedder.load()
 took = time.perf_counter() - started

@@ -6,7 +6,7 @@ What it measures (not run by CI; a few minutes on 2 cores):
   dense-only and hybrid, split into paraphrased vs exact-identifier queries and into the tuning
   vs held-out halves, plus the exact-identifier top-1 rate;
 * with `--tune`: a grid over fusion method and weights on the *tuning* half, reporting the best
-  setting's held-out figures (the chosen setting goes into `aml_mcp.aml.fusion.TUNED_WEIGHTS`);
+  setting's held-out figures (the chosen setting goes into `aml_mcp.aml.search.fusion.TUNED_WEIGHTS`);
 * search latency p50/p95 of `NoteSearch.search` (top_k=10, hybrid, warm) at each size in
   `--latency-sizes` notes for one bank: wall clock, and process CPU time (which numpy's BLAS
   threads inflate, but which a neighbour's load on a shared machine does not).
@@ -46,12 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from aml_mcp.aml import demo
-from aml_mcp.aml.embeddings import StaticEmbedder
-from aml_mcp.aml.fusion import TUNED_WEIGHTS, FusionMethod, FusionWeights
+from aml_mcp.aml.evaluation.metrics import ndcg_at_k, recall_at_k, top1_hit
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.metrics import ndcg_at_k, recall_at_k, top1_hit
-from aml_mcp.aml.search import Candidates, NoteSearch, SearchMode, SearchRequest
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.aml.search.engine import Candidates, NoteSearch, SearchMode, SearchRequest
+from aml_mcp.aml.search.fusion import TUNED_WEIGHTS, FusionMethod, FusionWeights
 
 RESULTS = Path(__file__).with_name("results")
 

@@ -16,7 +16,6 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-from aml_mcp.access import ScopeRules, tool_scope_rule
 from aml_mcp.aml.wiring import build_aml
 from aml_mcp.auth.wiring import build_auth
 from aml_mcp.catalog import Catalog
@@ -25,6 +24,7 @@ from aml_mcp.http.endpoint import Admission, McpEndpoint
 from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import ReadinessProbe, healthz, readyz
 from aml_mcp.protocol.server import build_server
+from aml_mcp.scope_rules import ScopeRules, tool_scope_rule
 from aml_mcp.secrets_store import load_or_create_secret
 from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.subscriptions.bus import LocalEventBus

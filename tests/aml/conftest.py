@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from aml_mcp.aml.demo import DemoCorpus, generate
-from aml_mcp.aml.embeddings import StaticEmbedder
+from aml_mcp.aml.demo.corpus import DemoCorpus, generate
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.search import NoteSearch
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.aml.search.engine import NoteSearch
 
 DEMO_NOTES_PER_TENANT = 240
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from aml_mcp.aml.demo import TENANTS, DemoCorpus, generate_notes, load_demo
-from aml_mcp.aml.demo_typologies import TYPOLOGIES
-from aml_mcp.aml.embeddings import StaticEmbedder
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.demo.corpus import TENANTS, DemoCorpus, generate_notes, load_demo
+from aml_mcp.aml.demo.typologies import TYPOLOGIES
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.search.embeddings import StaticEmbedder
 
 
 def test_generation_is_deterministic_and_sized() -> None:

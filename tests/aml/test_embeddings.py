@@ -9,8 +9,8 @@ import textwrap
 
 import numpy as np
 
-from aml_mcp.aml.embeddings import StaticEmbedder
-from aml_mcp.aml.wordpiece import basic_words
+from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.aml.search.wordpiece import basic_words
 
 
 def test_embeddings_are_deterministic_and_normalised(embedder: StaticEmbedder) -> None:
@@ -51,7 +51,7 @@ def test_shipped_table_loads_offline_without_torch_or_network() -> None:
 
         socket.socket.connect = refuse
         socket.create_connection = refuse
-        from aml_mcp.aml.embeddings import StaticEmbedder
+        from aml_mcp.aml.search.embeddings import StaticEmbedder
 
         embedder = StaticEmbedder.load()
         vector = embedder.encode(["structuring below the threshold"])[0]

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aml_mcp.aml.embeddings import StaticEmbedder
 from aml_mcp.aml.ingest import ingest_file, run_ingest
-from aml_mcp.aml.search import NoteSearch, SearchRequest
-from aml_mcp.aml.store import NoteFilter, NoteStore
+from aml_mcp.aml.note_store import NoteFilter, NoteStore
+from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.aml.search.engine import NoteSearch, SearchRequest
 
 
 def _row(note_id: str, **extra: Any) -> dict[str, Any]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from aml_mcp.aml.demo import TENANTS, DemoCorpus
-from aml_mcp.aml.search import NoteSearch, SearchMode, SearchRequest
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.demo.corpus import TENANTS, DemoCorpus
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.search.engine import NoteSearch, SearchMode, SearchRequest
 
 
 def _queries_against(victim: str, corpus: DemoCorpus, rng: random.Random) -> list[SearchRequest]:
@@ -56,8 +56,8 @@ def test_no_search_returns_another_tenants_note(
 
 def test_foreign_identifiers_never_boost(demo_store: NoteStore, demo_corpus: DemoCorpus) -> None:
     a, b = TENANTS[0].name, TENANTS[1].name
-    from aml_mcp.aml.identifiers import identifier_candidates
-    from aml_mcp.aml.store import NoteFilter
+    from aml_mcp.aml.note_store import NoteFilter
+    from aml_mcp.aml.search.identifiers import identifier_candidates
 
     for demo in demo_corpus.notes[b][:40]:
         for subject in demo.note.subjects:

@@ -7,9 +7,9 @@ from datetime import datetime
 import pytest
 from pydantic import ValidationError
 
-from aml_mcp.aml.demo import TENANTS, DemoCorpus
-from aml_mcp.aml.search import MAX_TOP_K, NoteSearch, SearchMode, SearchRequest, lexical_match
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.demo.corpus import TENANTS, DemoCorpus
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.search.engine import MAX_TOP_K, NoteSearch, SearchMode, SearchRequest, lexical_match
 
 BANK = TENANTS[0].name
 

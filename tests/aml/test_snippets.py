@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aml_mcp.aml.snippets import highlight
+from aml_mcp.aml.search.snippets import highlight
 
 
 def test_marks_words_and_their_inflections() -> None:

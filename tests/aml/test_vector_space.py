@@ -10,10 +10,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from aml_mcp.aml.embeddings import StaticEmbedder
 from aml_mcp.aml.ingest import ingest_file, reembed_tenant
-from aml_mcp.aml.search import NoteSearch, SearchMode, SearchRequest
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.aml.search.engine import NoteSearch, SearchMode, SearchRequest
 
 
 class _Rotated:

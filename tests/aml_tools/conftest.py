@@ -17,7 +17,7 @@ import httpx
 import jsonschema_rs
 import pytest
 
-from aml_mcp.aml.demo import TENANTS, DemoNote, generate_notes
+from aml_mcp.aml.demo.corpus import TENANTS, DemoNote, generate_notes
 from aml_mcp.aml.notes import CaseNote
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.aml.wiring import load_demo_if_empty

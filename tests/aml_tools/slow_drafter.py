@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
-from aml_mcp.aml.analyst_input import AnalystFacts
-from aml_mcp.aml.case_file import CaseFile
-from aml_mcp.aml.sar import SarDraft, TemplateDrafter
+from aml_mcp.aml.sar.draft import SarDraft, TemplateDrafter
+from aml_mcp.aml.sar.facts import CaseFile
+from aml_mcp.aml.sar.questions import AnalystFacts
 
 DELAY_S = 0.04
 CALLS: list[str] = []

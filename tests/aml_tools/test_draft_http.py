@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aml_mcp.aml.demo import DemoNote
+from aml_mcp.aml.demo.corpus import DemoNote
 from aml_mcp.aml.notes import CaseNote
 from tests.aml_tools.conftest import (
     TASKS_ONLY,

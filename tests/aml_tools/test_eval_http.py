@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from aml_mcp.aml.checks import CHECKS
-from aml_mcp.aml.demo import DemoNote
+from aml_mcp.aml.demo.corpus import DemoNote
+from aml_mcp.aml.sar.checks import CHECKS
 from aml_mcp.cli import main as cli_main
 from tests.aml_tools.conftest import A, AmlClient, C, aml_server, assert_matches_output_schema, cases_of
 from tests.support.oauth import TestIssuer

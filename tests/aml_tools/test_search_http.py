@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from aml_mcp.aml.demo import DemoNote
+from aml_mcp.aml.demo.corpus import DemoNote
 from tests.aml_tools.conftest import A, AmlClient, B, C, aml_server, assert_matches_output_schema
 from tests.support.oauth import TestIssuer
 

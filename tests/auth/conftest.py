@@ -13,7 +13,7 @@ import mcp_types as types
 import pytest
 
 from aml_mcp.catalog import Catalog, ToolRegistry
-from aml_mcp.catalog.context import InvocationContext
+from aml_mcp.catalog.invocation import InvocationContext
 from aml_mcp.catalog.tools import ToolSpec
 from tests.support.oauth import TestIssuer
 

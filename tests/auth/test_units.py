@@ -16,7 +16,6 @@ from pydantic import ValidationError
 
 from aml_mcp.audit import AuditEvent, AuditLog, Decision, JsonLinesSink
 from aml_mcp.auth.claims import ClaimRules, principal_from_claims
-from aml_mcp.auth.cli import serve_refusal
 from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.introspection import IntrospectionVerifier
 from aml_mcp.auth.jwks import IssuerKeys, metadata_urls
@@ -24,6 +23,7 @@ from aml_mcp.auth.redaction import CredentialRedactingFilter
 from aml_mcp.auth.scopes import ScopeHierarchy
 from aml_mcp.auth.settings import AuthSettings, IntrospectionSettings, IssuerSettings
 from aml_mcp.auth.verifier import TokenVerifier
+from aml_mcp.cli.auth_commands import serve_refusal
 from aml_mcp.config import Settings
 from aml_mcp.principal import Principal
 from tests.support.oauth import IssuerKey

@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.store.tasks_sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
 from aml_mcp.tasks.model import TaskStatus
+from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
 from aml_mcp.tasks.store import Change
 from tests.tasks.factories import owner, principal_matrix, record
 

@@ -20,7 +20,7 @@ import mcp_types as types
 import pytest
 
 from aml_mcp.catalog import Catalog, ToolRegistry
-from aml_mcp.catalog.context import InvocationContext
+from aml_mcp.catalog.invocation import InvocationContext
 from aml_mcp.catalog.tools import Execution, ToolSpec
 from aml_mcp.cli import main as cli_main
 from tests.support.mcp_http import TASKS_EXTENSION, headers_for, message

@@ -12,16 +12,16 @@ import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from aml_mcp.catalog.context import InvocationContext, elicit_form
+from aml_mcp.catalog.invocation import InvocationContext, elicit_form
 from aml_mcp.catalog.tools import Execution, ToolRegistry, ToolSpec
 from aml_mcp.principal import Owner
 from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.store.tasks_sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
 from aml_mcp.tasks.clock import SystemClock
 from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import TaskService
 from aml_mcp.tasks.settings import TaskSettings
+from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 ANY_ARGS: dict[str, Any] = {"type": "object"}

@@ -24,7 +24,7 @@ import mcp_types as types
 import pytest
 
 from aml_mcp.catalog import Catalog, ToolRegistry
-from aml_mcp.catalog.context import InvocationContext, elicit_form, request_input
+from aml_mcp.catalog.invocation import InvocationContext, elicit_form, request_input
 from aml_mcp.catalog.tools import Execution, ToolSpec
 from tests.support.mcp_http import headers_for, message
 from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aml_mcp.catalog.context import elicit_form
+from aml_mcp.catalog.invocation import elicit_form
 from aml_mcp.tasks.inputs import RESUMED_MESSAGE, WAITING_MESSAGE, answered, ask, take_answers
 from aml_mcp.tasks.model import TaskStatus
 from tests.tasks.factories import owner, record

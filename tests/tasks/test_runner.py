@@ -183,7 +183,7 @@ async def test_cancel_while_waiting_for_input(tmp_path: Path) -> None:
 async def _crashed_task(h_path: Path, tool: str, who: Owner, **fields: object) -> TaskRecord:
     """A task as a dead runner left it: active, leased to `dead`, lease lapsed."""
     from aml_mcp.store.sqlite import SqliteDatabase
-    from aml_mcp.store.tasks_sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
+    from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
 
     database = SqliteDatabase(h_path)
     database.open()

@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from aml_mcp.aml.embeddings import Embedder, StaticEmbedder
+from aml_mcp.aml.note_store import NoteStore, VectorSpaceMismatchError
 from aml_mcp.aml.notes import CaseNote, InvalidTenantError, validate_tenant
-from aml_mcp.aml.store import NoteStore, VectorSpaceMismatchError
+from aml_mcp.aml.search.embeddings import Embedder, StaticEmbedder
 
 MAX_FILE_BYTES = 2 * 1024**3
 """A sanity bound: larger exports should be split by the bank (ingest holds a file in memory)."""

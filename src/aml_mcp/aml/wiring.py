@@ -14,20 +14,20 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aml_mcp.aml.baselines import COMPONENT, MIGRATIONS, BaselineStore
-from aml_mcp.aml.casework import CaseWork
-from aml_mcp.aml.checks import CheckSuite
-from aml_mcp.aml.demo import load_demo
-from aml_mcp.aml.demo_labels import DemoLabels
-from aml_mcp.aml.embeddings import StaticEmbedder
-from aml_mcp.aml.evaluation import Evaluator
-from aml_mcp.aml.foreign_ids import IdentifierDirectory
-from aml_mcp.aml.sar import TYPOLOGY_LABELS, Drafter, TemplateDrafter
-from aml_mcp.aml.search import NoteSearch
-from aml_mcp.aml.services import AmlServices
+from aml_mcp.aml.demo.corpus import load_demo
+from aml_mcp.aml.evaluation.baselines import COMPONENT, MIGRATIONS, BaselineStore
+from aml_mcp.aml.evaluation.labels import DemoLabels
+from aml_mcp.aml.evaluation.run import Evaluator
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.sar.batches import CaseWork
+from aml_mcp.aml.sar.checks import CheckSuite
+from aml_mcp.aml.sar.draft import TYPOLOGY_LABELS, Drafter, TemplateDrafter
+from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
+from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.aml.search.engine import NoteSearch
 from aml_mcp.aml.settings import AmlSettings
-from aml_mcp.aml.store import NoteStore
-from aml_mcp.aml.tools import aml_catalog
+from aml_mcp.aml.tools.catalog import aml_catalog
+from aml_mcp.aml.tools.service import AmlServices
 from aml_mcp.catalog import Catalog
 from aml_mcp.store.sqlite import SqliteDatabase
 

@@ -24,7 +24,6 @@ import jwt
 from starlette.requests import Request
 from starlette.responses import Response
 
-from aml_mcp.access import ScopeRules
 from aml_mcp.audit import AuditEvent, AuditLog, Decision, task_reference
 from aml_mcp.auth.challenge import Challenges
 from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
@@ -33,6 +32,7 @@ from aml_mcp.auth.scopes import ScopeHierarchy
 from aml_mcp.auth.verifier import Verifier
 from aml_mcp.http.responses import request_id_of
 from aml_mcp.principal import Principal
+from aml_mcp.scope_rules import ScopeRules
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from aml_mcp.catalog.changes import ChangeListeners
+from aml_mcp.listeners import ChangeListeners
 from aml_mcp.principal import Principal
 from aml_mcp.store.sqlite import SqliteDatabase
 

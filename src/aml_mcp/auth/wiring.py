@@ -23,7 +23,6 @@ from typing import Any
 import httpx
 from starlette.routing import Route
 
-from aml_mcp.access import ScopeRules, tool_scope
 from aml_mcp.audit import (
     AUDIT_COMPONENT,
     AUDIT_FILE_NAME,
@@ -49,6 +48,7 @@ from aml_mcp.config import Settings
 from aml_mcp.devauth.wiring import DevAuth, build_dev_auth
 from aml_mcp.http.endpoint import Admission, OpenAdmission
 from aml_mcp.principal import Principal
+from aml_mcp.scope_rules import ScopeRules, tool_scope
 from aml_mcp.store.sqlite import SqliteDatabase
 
 logger = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from typing import Any
 
 import mcp_types as types
 
-from aml_mcp.catalog.changes import ChangeListeners
-from aml_mcp.catalog.context import InvocationContext
+from aml_mcp.catalog.invocation import InvocationContext
+from aml_mcp.listeners import ChangeListeners
 
 PromptBody = Callable[[dict[str, str], InvocationContext], Awaitable[types.GetPromptResult]]
 

@@ -9,7 +9,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.uri_template import UriTemplate
 
-from aml_mcp.catalog.changes import ChangeListeners
+from aml_mcp.listeners import ChangeListeners
 
 Contents = list[types.TextResourceContents | types.BlobResourceContents]
 ResourceReader = Callable[[str, dict[str, Any]], Awaitable[Contents]]

@@ -16,8 +16,8 @@ from typing import Any
 import jsonschema_rs
 import mcp_types as types
 
-from aml_mcp.catalog.changes import ChangeListeners
-from aml_mcp.catalog.context import InvocationContext
+from aml_mcp.catalog.invocation import InvocationContext
+from aml_mcp.listeners import ChangeListeners
 
 REQUIRED_SCOPE_META = "aml-mcp/requiredScope"
 """`_meta` key on a `tools/list` entry naming the OAuth scope a `tools/call` of it needs."""

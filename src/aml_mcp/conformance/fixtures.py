@@ -10,7 +10,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 
 from aml_mcp.catalog import Catalog, PromptRegistry, ResourceRegistry, ToolRegistry
-from aml_mcp.catalog.context import (
+from aml_mcp.catalog.invocation import (
     InputRequest,
     InvocationContext,
     client_supports,

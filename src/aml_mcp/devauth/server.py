@@ -40,7 +40,7 @@ from authlib.oauth2.rfc7636 import CodeChallenge
 from aml_mcp.auth.scopes import ScopeHierarchy
 from aml_mcp.auth.settings import is_loopback_host
 from aml_mcp.devauth.minting import TokenMinter
-from aml_mcp.devauth.store import DevClient, DevStore, Grant, StoredCode, StoredRefreshToken, digest
+from aml_mcp.devauth.sqlite_store import DevClient, DevStore, Grant, StoredCode, StoredRefreshToken, digest
 from aml_mcp.devauth.users import DemoUser
 
 CimdFetcher = Callable[[str], Mapping[str, Any]]

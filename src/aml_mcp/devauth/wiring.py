@@ -17,7 +17,7 @@ from aml_mcp.devauth.keys import DevSigningKeys
 from aml_mcp.devauth.minting import TokenMinter
 from aml_mcp.devauth.routes import DevAuthRoutes
 from aml_mcp.devauth.server import CimdFetcher, DevAuthorizationServer
-from aml_mcp.devauth.store import DevClient, DevStore, digest
+from aml_mcp.devauth.sqlite_store import DevClient, DevStore, digest
 from aml_mcp.devauth.users import UserDirectory
 from aml_mcp.secrets_store import load_or_create_secret
 

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from aml_mcp import __version__
 from aml_mcp.catalog import Catalog
-from aml_mcp.catalog.context import InputRequired, RoundTripContext
+from aml_mcp.catalog.invocation import InputRequired, RoundTripContext
 from aml_mcp.catalog.tools import Execution, ToolSpec
 from aml_mcp.principal import Principal, principal_in
 from aml_mcp.protocol.capabilities import declared, declares_tasks

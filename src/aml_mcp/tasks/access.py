@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aml_mcp.access import NO_SCOPES, ScopeRule, ScopeRules
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.errors import TASKS_EXTENSION
+from aml_mcp.scope_rules import NO_SCOPES, ScopeRule, ScopeRules
 from aml_mcp.subscriptions.filters import MAX_TASK_IDS
 from aml_mcp.tasks.service import TaskService
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aml_mcp.catalog.context import InputRequest, valid_response
+from aml_mcp.catalog.invocation import InputRequest, valid_response
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
 from aml_mcp.tasks.store import Change
 

@@ -30,14 +30,14 @@ from mcp_types import INTERNAL_ERROR
 from pydantic import ValidationError
 
 from aml_mcp.catalog.tools import ToolRegistry, ToolSpec
-from aml_mcp.tasks.cas import apply_change
 from aml_mcp.tasks.clock import Clock
-from aml_mcp.tasks.context import TaskContext
 from aml_mcp.tasks.job import Job, StopReason
 from aml_mcp.tasks.model import Outcome, TaskRecord, TaskStatus
 from aml_mcp.tasks.service import CANCELLED_MESSAGE
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.store import Change, TaskStore
+from aml_mcp.tasks.task_context import TaskContext
+from aml_mcp.tasks.transitions import apply_change
 
 logger = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ from typing import Any, Protocol
 
 from aml_mcp.catalog.tools import ToolSpec
 from aml_mcp.principal import Owner, Principal
-from aml_mcp.tasks.cas import apply_change
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.inputs import Answering, take_answers
 from aml_mcp.tasks.model import TaskRecord, TaskStatus, new_task_id
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.store import Change, TaskStore
+from aml_mcp.tasks.transitions import apply_change
 
 CANCELLED_MESSAGE = "Cancelled at the client's request"
 

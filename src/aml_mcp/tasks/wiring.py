@@ -15,22 +15,22 @@ from typing import Any
 import anyio
 from mcp.server.lowlevel.server import Server
 
-from aml_mcp.access import ScopeRules
 from aml_mcp.catalog.tools import ToolRegistry
 from aml_mcp.protocol.errors import TASKS_EXTENSION
+from aml_mcp.scope_rules import ScopeRules
 from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.store.tasks_sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
 from aml_mcp.subscriptions.bus import EventBus
 from aml_mcp.tasks.access import add_task_scope_rules
 from aml_mcp.tasks.audit import LoggingTaskAudit, TaskAudit
 from aml_mcp.tasks.clock import Clock, SystemClock
 from aml_mcp.tasks.handlers import TaskHandlers
-from aml_mcp.tasks.notifications import FollowableTasks, PublishingTaskStore
 from aml_mcp.tasks.retention import Sweeper
 from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import TaskService
 from aml_mcp.tasks.settings import TaskSettings
+from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
 from aml_mcp.tasks.store import TaskStore
+from aml_mcp.tasks.streams import FollowableTasks, PublishingTaskStore
 
 
 @dataclass(frozen=True, slots=True)

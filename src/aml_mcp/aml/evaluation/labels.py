@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from aml_mcp.aml.demo import (
+from aml_mcp.aml.demo.corpus import (
     MAX_NOTES_PER_TENANT,
     TENANTS,
     LabelledQuery,
@@ -21,7 +21,7 @@ from aml_mcp.aml.demo import (
     keyword_queries,
     paraphrase_queries,
 )
-from aml_mcp.aml.fingerprint import fingerprint
+from aml_mcp.aml.evaluation.fingerprint import fingerprint
 
 EXACT_PER_KIND = 20
 """Exact-identifier queries per kind, as in the benchmark's labelled set."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from aml_mcp.aml.checks import CHECKS, CheckResult
-from aml_mcp.aml.sar import SarDraft
-from aml_mcp.aml.search import MAX_TOP_K
+from aml_mcp.aml.sar.checks import CHECKS, CheckResult
+from aml_mcp.aml.sar.draft import SarDraft
+from aml_mcp.aml.search.engine import MAX_TOP_K
 
 STRING: dict[str, Any] = {"type": "string"}
 NUMBER_OR_NULL: dict[str, Any] = {"type": ["number", "null"]}

@@ -20,13 +20,13 @@ from typing import TypeVar
 import anyio.lowlevel
 import anyio.to_thread
 
-from aml_mcp.aml.analyst_input import AnalystFacts
-from aml_mcp.aml.case_file import CaseFile, build_case_file
-from aml_mcp.aml.checks import CheckResult, CheckSuite, foreign_candidates
-from aml_mcp.aml.foreign_ids import IdentifierDirectory
+from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.notes import InvalidTenantError
-from aml_mcp.aml.sar import Drafter, SarDraft
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.sar.checks import CheckResult, CheckSuite, foreign_candidates
+from aml_mcp.aml.sar.draft import Drafter, SarDraft
+from aml_mcp.aml.sar.facts import CaseFile, build_case_file
+from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
+from aml_mcp.aml.sar.questions import AnalystFacts
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
-from aml_mcp.aml.demo_typologies import INDUSTRIES, OCCUPATIONS, TYPOLOGIES, Typology, Variant
-from aml_mcp.aml.embeddings import Embedder
+from aml_mcp.aml.demo.typologies import INDUSTRIES, OCCUPATIONS, TYPOLOGIES, Typology, Variant
 from aml_mcp.aml.ingest import write_notes
+from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.notes import CaseNote, Subject
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.search.embeddings import Embedder
 
 DEFAULT_SEED = 20260804
 DEFAULT_NOTES_PER_TENANT = 2000

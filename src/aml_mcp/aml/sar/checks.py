@@ -27,10 +27,10 @@ from decimal import Decimal, InvalidOperation
 
 from pydantic import BaseModel, ConfigDict
 
-from aml_mcp.aml.case_file import CaseFile
-from aml_mcp.aml.foreign_ids import draft_candidates
-from aml_mcp.aml.sar import MISSING, SarDraft
-from aml_mcp.aml.store import normalise_identifier
+from aml_mcp.aml.note_store import normalise_identifier
+from aml_mcp.aml.sar.draft import MISSING, SarDraft
+from aml_mcp.aml.sar.facts import CaseFile
+from aml_mcp.aml.sar.foreign_ids import draft_candidates
 
 CHECKS: tuple[str, ...] = (
     "required_fields",

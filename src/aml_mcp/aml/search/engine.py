@@ -23,13 +23,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from aml_mcp.aml.dense import nearest
-from aml_mcp.aml.embeddings import Embedder
-from aml_mcp.aml.fusion import TUNED_WEIGHTS, FusionWeights, fuse
-from aml_mcp.aml.identifiers import identifier_candidates
-from aml_mcp.aml.notes import CaseNote, Subject, normalise_typology
-from aml_mcp.aml.snippets import Highlighter
-from aml_mcp.aml.store import (
+from aml_mcp.aml.note_store import (
     NoteFilter,
     TenantNotes,
     VectorSpaceMismatchError,
@@ -37,6 +31,12 @@ from aml_mcp.aml.store import (
     normalise_name,
     parse_iso_bound,
 )
+from aml_mcp.aml.notes import CaseNote, Subject, normalise_typology
+from aml_mcp.aml.search.dense import nearest
+from aml_mcp.aml.search.embeddings import Embedder
+from aml_mcp.aml.search.fusion import TUNED_WEIGHTS, FusionWeights, fuse
+from aml_mcp.aml.search.identifiers import identifier_candidates
+from aml_mcp.aml.search.snippets import Highlighter
 
 _log = logging.getLogger(__name__)
 

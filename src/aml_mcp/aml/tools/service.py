@@ -15,12 +15,12 @@ from collections.abc import Callable
 
 import anyio.to_thread
 
-from aml_mcp.aml.casework import CaseWork
-from aml_mcp.aml.embeddings import Embedder
-from aml_mcp.aml.evaluation import Evaluator
+from aml_mcp.aml.evaluation.run import Evaluator
+from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.notes import InvalidTenantError, validate_tenant
-from aml_mcp.aml.search import NoteSearch, SearchHit, SearchRequest
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.sar.batches import CaseWork
+from aml_mcp.aml.search.embeddings import Embedder
+from aml_mcp.aml.search.engine import NoteSearch, SearchHit, SearchRequest
 
 
 class AmlServices:

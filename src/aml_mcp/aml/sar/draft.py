@@ -21,9 +21,9 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aml_mcp.aml.analyst_input import AnalystFacts, FactKind, MissingFact
-from aml_mcp.aml.case_file import CaseFile, SubjectFacts
-from aml_mcp.aml.demo_typologies import TYPOLOGIES
+from aml_mcp.aml.demo.typologies import TYPOLOGIES
+from aml_mcp.aml.sar.facts import CaseFile, SubjectFacts
+from aml_mcp.aml.sar.questions import AnalystFacts, FactKind, MissingFact
 
 TYPOLOGY_LABELS: dict[str, str] = {t.code: t.label for t in TYPOLOGIES}
 """The built-in typology catalogue: code -> label (the codes the checks accept by default)."""

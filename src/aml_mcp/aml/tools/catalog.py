@@ -22,17 +22,16 @@ import anyio.to_thread
 import mcp_types as types
 from pydantic import ValidationError
 
-from aml_mcp.aml.analyst_input import AnalystFacts, missing_facts, read_answers
-from aml_mcp.aml.case_file import CaseFile
-from aml_mcp.aml.casework import CheckedDraft, in_slices
-from aml_mcp.aml.evaluation import NothingToEvaluate, summary
-from aml_mcp.aml.identifiers import identifier_candidates
+from aml_mcp.aml.evaluation.run import NothingToEvaluate, summary
+from aml_mcp.aml.note_store import normalise_identifier, normalise_name
 from aml_mcp.aml.notes import normalise_typology
-from aml_mcp.aml.search import SearchHit, SearchRequest
-from aml_mcp.aml.services import AmlServices
+from aml_mcp.aml.sar.batches import CheckedDraft, in_slices
+from aml_mcp.aml.sar.facts import CaseFile
+from aml_mcp.aml.sar.questions import AnalystFacts, missing_facts, read_answers
+from aml_mcp.aml.search.engine import SearchHit, SearchRequest
+from aml_mcp.aml.search.identifiers import identifier_candidates
 from aml_mcp.aml.settings import AmlSettings
-from aml_mcp.aml.store import normalise_identifier, normalise_name
-from aml_mcp.aml.tool_schemas import (
+from aml_mcp.aml.tools.schemas import (
     EVAL_INPUT,
     EVAL_OUTPUT,
     SEARCH_OUTPUT,
@@ -40,8 +39,9 @@ from aml_mcp.aml.tool_schemas import (
     draft_output,
     search_input,
 )
+from aml_mcp.aml.tools.service import AmlServices
 from aml_mcp.catalog import Catalog, ToolRegistry
-from aml_mcp.catalog.context import InvocationContext
+from aml_mcp.catalog.invocation import InvocationContext
 from aml_mcp.catalog.tools import Execution, ToolSpec
 
 READ, EVAL, DRAFT = "aml:read", "aml:eval", "aml:draft"

@@ -20,8 +20,8 @@ from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
 
-from aml_mcp.aml.case_file import CaseFile, SubjectFacts
-from aml_mcp.catalog.context import InputRequest, elicit_form
+from aml_mcp.aml.sar.facts import CaseFile, SubjectFacts
+from aml_mcp.catalog.invocation import InputRequest, elicit_form
 
 _ACCOUNT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]{2,63}$")
 EARLIEST_BIRTH_YEAR = 1900

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from aml_mcp.aml.store import TenantVectors
+from aml_mcp.aml.note_store import TenantVectors
 
 COARSE_KEEP = 2000
 

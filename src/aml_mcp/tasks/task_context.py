@@ -17,14 +17,14 @@ import anyio
 import anyio.lowlevel
 import mcp_types as types
 
-from aml_mcp.catalog.context import InputRequest
+from aml_mcp.catalog.invocation import InputRequest
 from aml_mcp.principal import Principal
-from aml_mcp.tasks.cas import Applied, Decide, apply_change
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.inputs import answered, ask
 from aml_mcp.tasks.job import Job, StopReason
 from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.store import Change, TaskStore
+from aml_mcp.tasks.transitions import Applied, Decide, apply_change
 
 logger = logging.getLogger(__name__)
 

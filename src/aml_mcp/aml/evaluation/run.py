@@ -27,17 +27,17 @@ from typing import Any
 
 import anyio.to_thread
 
-from aml_mcp.aml.analyst_input import AnalystFacts
-from aml_mcp.aml.baselines import Baseline, BaselineStore
-from aml_mcp.aml.case_file import CaseFile
-from aml_mcp.aml.casework import CaseWork, in_slices
-from aml_mcp.aml.checks import CHECKS
-from aml_mcp.aml.demo import LabelledQuery
-from aml_mcp.aml.demo_labels import DemoLabels, LabelSet
-from aml_mcp.aml.fingerprint import combine, note_digest
-from aml_mcp.aml.metrics import ndcg_at_k, recall_at_k
-from aml_mcp.aml.search import NoteSearch, SearchRequest
-from aml_mcp.aml.store import NoteStore
+from aml_mcp.aml.demo.corpus import LabelledQuery
+from aml_mcp.aml.evaluation.baselines import Baseline, BaselineStore
+from aml_mcp.aml.evaluation.fingerprint import combine, note_digest
+from aml_mcp.aml.evaluation.labels import DemoLabels, LabelSet
+from aml_mcp.aml.evaluation.metrics import ndcg_at_k, recall_at_k
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.sar.batches import CaseWork, in_slices
+from aml_mcp.aml.sar.checks import CHECKS
+from aml_mcp.aml.sar.facts import CaseFile
+from aml_mcp.aml.sar.questions import AnalystFacts
+from aml_mcp.aml.search.engine import NoteSearch, SearchRequest
 from aml_mcp.principal import Principal
 
 K = 10

@@ -2,7 +2,7 @@
 
 Why static: queries must embed in well under a millisecond and whole corpora at ingest without
 torch, a GPU or a model hub. The table (`embedding_table/minilm_l6_static.npz`) is distilled from
-all-MiniLM-L6-v2 by `embedding_table/build.py`; see that file for the recipe and licence. A text's
+all-MiniLM-L6-v2 by `scripts/build_embedding_table.py`; see that file for the recipe and licence. A text's
 vector is the L2-normalised mean of its WordPiece tokens' rows, so equal text always gives the
 same vector, bit for bit.
 """
@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from aml_mcp.aml.wordpiece import WordPiece
+from aml_mcp.aml.search.wordpiece import WordPiece
 
 DEFAULT_TABLE = "minilm_l6_static.npz"
 _CHUNK = 256
@@ -72,7 +72,7 @@ class StaticEmbedder:
         """Load a table file; by default the one shipped in this package (no network, ever)."""
         try:
             if path is None:
-                ref = resources.files("aml_mcp.aml.embedding_table").joinpath(DEFAULT_TABLE)
+                ref = resources.files("aml_mcp.aml.search.embedding_table").joinpath(DEFAULT_TABLE)
                 with resources.as_file(ref) as local:
                     return cls._from_file(local)
             return cls._from_file(path)
