@@ -18,14 +18,15 @@ from pathlib import Path
 
 from starlette.requests import Request
 
-from aml_mcp.auth.settings import AuthSettings
-from aml_mcp.auth.wiring import build_auth
+from aml_mcp.audit.wiring import build_audit
+from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.wiring import LocalIssuer, build_auth
 from aml_mcp.catalog import ToolRegistry
 from aml_mcp.catalog.tools import ToolSpec
-from aml_mcp.config import Settings
-from aml_mcp.devauth.wiring import token_minter
+from aml_mcp.config import AuthSettings, Settings
+from aml_mcp.devauth.wiring import build_dev_auth
 from aml_mcp.principal import Principal
-from aml_mcp.scope_rules import ScopeRules, tool_scope_rule
+from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
 from aml_mcp.store.sqlite import SqliteDatabase
 
 
@@ -48,16 +49,33 @@ async def main(n: int) -> None:
     tools = ToolRegistry(
         [ToolSpec(name="t", description="d", input_schema={"type": "object"}, body=_body, scope="aml:read")]
     )  # type: ignore[arg-type]
-    rules = ScopeRules()
-    rules.add("tools/call", tool_scope_rule(tools))
+    rules = ScopeRules({"tools/call": StaticScopeRule(tools.scope_needed)})
     database = SqliteDatabase(data_dir / "aml-mcp.db")
-    auth = build_auth(settings, database=database, scope_rules=rules, tools=tools)
+    audit = build_audit(database, data_dir=data_dir, to_file=True, to_log=False)
+    hierarchy = ScopeHierarchy({})
+    dev = build_dev_auth(
+        settings.auth.dev,
+        data_dir=data_dir,
+        resource_url=settings.resource_url,
+        tenant_claim=settings.auth.tenant_claim,
+        hierarchy=hierarchy,
+    )
+    auth = build_auth(
+        settings.auth,
+        resource_url=settings.resource_url,
+        database=database,
+        audit=audit.log.record,
+        scope_rules=rules,
+        hierarchy=hierarchy,
+        default_scopes=lambda: tools.scopes,
+        local_issuers=[LocalIssuer(dev.issuer, dev.fetch_jwks)],
+    )
     database.open()
-    for component, steps in auth.migrations:
-        await database.migrate(component, steps)
-    minter = token_minter(data_dir, settings.auth, settings.resource_url)
+    for migration in [*audit.migrations, *auth.migrations]:
+        await database.apply(migration)
+    minter = dev.minter
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "arguments": {}}}
-    async with auth.running():
+    async with audit.running(), dev.running(), auth.running():
 
         async def timed(label: str, tokens: list[str | None]) -> None:
             start = time.perf_counter()

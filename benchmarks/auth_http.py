@@ -64,8 +64,7 @@ def serve(kind: str, port: int, cpu: int, data_dir: Path) -> None:
     import uvicorn
 
     from aml_mcp.app import build_app
-    from aml_mcp.auth.settings import AuthSettings
-    from aml_mcp.config import Settings
+    from aml_mcp.config import AuthSettings, Settings
 
     pin_to([cpu])
     auth = AuthSettings(enabled=kind == "auth")
@@ -85,10 +84,11 @@ def start(kind: str, cpu: int, data_dir: Path) -> tuple[subprocess.Popen[bytes],
 
 
 def token_for(data_dir: Path, port: int) -> str:
-    from aml_mcp.auth.settings import AuthSettings
     from aml_mcp.devauth.wiring import token_minter
 
-    minter = token_minter(data_dir, AuthSettings(), f"http://127.0.0.1:{port}/mcp")
+    minter = token_minter(
+        data_dir, resource_url=f"http://127.0.0.1:{port}/mcp", path="/oauth", tenant_claim="tenant"
+    )
     return minter.mint(
         subject="bench", tenant="bank-a", client_id="bench", scopes=["aml:read"], ttl_seconds=3600
     ).token

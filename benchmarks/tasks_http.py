@@ -133,8 +133,7 @@ def bare_app():  # type: ignore[no-untyped-def]
 
 def aml_app(data_dir: Path):  # type: ignore[no-untyped-def]
     from aml_mcp.app import build_app
-    from aml_mcp.auth.settings import AuthSettings
-    from aml_mcp.config import Settings
+    from aml_mcp.config import AuthSettings, Settings
     from aml_mcp.conformance.fixtures import fixture_catalog
 
     settings = Settings(data_dir=data_dir, log_level="warning", auth=AuthSettings(enabled=False))

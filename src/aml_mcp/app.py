@@ -1,7 +1,13 @@
 """The composition root: `build_app(settings)` wires every part of the server together.
 
-Nothing else in the package constructs long-lived collaborators; each module receives what it
-needs from here, so the wiring of the whole server can be read in one place.
+This is the only place that constructs long-lived collaborators — the database, the audit log,
+the event bus, the complete scope rules, the development issuer — and hands each component what
+it needs; components never reach for each other. Every component has one shape (`Component`:
+migrations, routes, scope rules, `running()`), so the lifespan only loops over them.
+
+The order below is the dependency order: the catalog and the Tasks extension state which scopes
+their methods need, so the rules are complete before the auth gate that enforces them is built;
+the gate in turn gives listen streams what they re-check on every event.
 """
 
 from __future__ import annotations
@@ -14,22 +20,26 @@ from dataclasses import dataclass, field
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from aml_mcp.aml.wiring import build_aml
-from aml_mcp.auth.wiring import build_auth
+from aml_mcp.audit.wiring import build_audit
+from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.wiring import LocalIssuer, build_auth
 from aml_mcp.catalog import Catalog
+from aml_mcp.component import Component, Parts
 from aml_mcp.config import Settings
-from aml_mcp.http.endpoint import Admission, McpEndpoint
+from aml_mcp.devauth.wiring import build_dev_auth
+from aml_mcp.http.endpoint import McpEndpoint
 from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import ReadinessProbe, healthz, readyz
 from aml_mcp.protocol.server import build_server
-from aml_mcp.scope_rules import ScopeRules, tool_scope_rule
+from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
 from aml_mcp.secrets_store import load_or_create_secret
 from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.subscriptions.bus import LocalEventBus
 from aml_mcp.subscriptions.events import AccessChanged, ListChanged
-from aml_mcp.subscriptions.listen import ListenHandler, ListenParams
+from aml_mcp.subscriptions.listen import ListenHandler, ListenParams, listen_scope_rule
 from aml_mcp.subscriptions.policy import CredentialPolicy
 from aml_mcp.tasks.wiring import build_tasks
 
@@ -56,24 +66,55 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     data_dir = settings.ensure_data_dir()
     runtime = Runtime()
     database = SqliteDatabase(data_dir / "aml-mcp.db")
-    # (component, steps): each durable component's schema, brought up to date before the first request.
-    migrations: list[tuple[str, list[str]]] = []
-    aml = None
+    bus = LocalEventBus()
+    audit = build_audit(
+        database, data_dir=data_dir, to_file=settings.auth.audit_file, to_log=settings.auth.audit_to_log
+    )
+    # Entered in this order, left in reverse: the audit trail outlives everything that records into it.
+    components: list[Component] = [audit]
+
     if catalog is None:
         aml = build_aml(settings.aml, data_dir=data_dir, database=database)
         catalog = aml.catalog
-        migrations.append(aml.migration)
-    scope_rules = ScopeRules()
-    scope_rules.add("tools/call", tool_scope_rule(catalog.tools))
-    auth = build_auth(settings, database=database, scope_rules=scope_rules, tools=catalog.tools)
-    migrations.extend(auth.migrations)
-    bus = LocalEventBus()
-    tasks = build_tasks(
-        settings.tasks, database=database, tools=catalog.tools, audit=auth.audit.record_task, bus=bus
+        components.append(aml)
+    tools = catalog.tools
+    hierarchy = ScopeHierarchy(
+        settings.auth.scope_hierarchy
+        if settings.auth.scope_hierarchy is not None
+        else catalog.scope_hierarchy
     )
-    migrations.append(tasks.migration)
 
-    catalog.tools.changes.add(lambda: bus.publish(ListChanged("tools")))
+    tasks = build_tasks(settings.tasks, database=database, tools=tools, audit=audit.log.record, bus=bus)
+    scope_rules = ScopeRules(
+        {"tools/call": StaticScopeRule(tools.scope_needed)},
+        tasks.scope_rules,
+        {"subscriptions/listen": listen_scope_rule(tasks.following)},
+    )
+
+    local_issuers: list[LocalIssuer] = []
+    if settings.auth.enabled and settings.auth.dev.enabled:
+        dev = build_dev_auth(
+            settings.auth.dev,
+            data_dir=data_dir,
+            resource_url=settings.resource_url,
+            tenant_claim=settings.auth.tenant_claim,
+            hierarchy=hierarchy,
+        )
+        local_issuers.append(LocalIssuer(dev.issuer, dev.fetch_jwks))
+        components.append(dev)
+    auth = build_auth(
+        settings.auth,
+        resource_url=settings.resource_url,
+        database=database,
+        audit=audit.log.record,
+        scope_rules=scope_rules,
+        hierarchy=hierarchy,
+        default_scopes=lambda: tools.scopes,
+        local_issuers=local_issuers,
+    )
+    components.append(auth)
+
+    tools.changes.add(lambda: bus.publish(ListChanged("tools")))
     served = {"tools"}
     if catalog.prompts is not None:
         catalog.prompts.changes.add(lambda: bus.publish(ListChanged("prompts")))
@@ -81,6 +122,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     if catalog.resources is not None:
         catalog.resources.changes.add(lambda: bus.publish(ListChanged("resources")))
         served.add("resources")
+    auth.revocations.changes.add(lambda: bus.publish(AccessChanged()))
     listen = ListenHandler(
         bus,
         served=frozenset(served),
@@ -89,9 +131,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         tasks=tasks.following,
     )
     runtime.shutdown_hooks.append(listen.close_all)
-    auth.revocations.changes.add(lambda: bus.publish(AccessChanged()))
 
-    admission: Admission = auth.admission
     server = build_server(
         catalog=catalog,
         list_ttl_ms=settings.list_ttl_ms,
@@ -101,13 +141,15 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         extensions=tasks.extensions,
     )
     server.add_request_handler("subscriptions/listen", ListenParams, listen)
-    tasks.register(server, scope_rules)
+    tasks.register(server)
+    components.append(tasks)
 
     plain = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
     streaming = StreamableHTTPSessionManager(app=server, json_response=False, stateless=True)
     endpoint = McpEndpoint(
-        plain=plain, streaming=streaming, admission=admission, max_body_bytes=settings.max_body_bytes
+        plain=plain, streaming=streaming, admission=auth.admission, max_body_bytes=settings.max_body_bytes
     )
+    components.append(Parts(lifetime=lambda: _both(plain.run(), streaming.run())))
 
     probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
 
@@ -115,15 +157,12 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         database.open()
         try:
-            for component, steps in migrations:
-                await database.migrate(component, steps)
-            async with (
-                aml.running() if aml is not None else contextlib.nullcontext(),
-                plain.run(),
-                streaming.run(),
-                tasks.running(),
-                auth.running(),
-            ):
+            for component in components:
+                for migration in component.migrations:
+                    await database.apply(migration)
+            async with contextlib.AsyncExitStack() as stack:
+                for component in components:
+                    await stack.enter_async_context(component.running())
                 yield
                 runtime.begin_shutdown()
         finally:
@@ -138,17 +177,22 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
                 origins=default_origins(settings.resource_url) + settings.allowed_origins,
             )
         )
-    app = Starlette(
-        routes=[
-            Route("/mcp", endpoint),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz(probes), methods=["GET"]),
-            *auth.routes,
-        ],
-        middleware=middleware,
-        lifespan=lifespan,
-    )
+    routes: list[BaseRoute] = [
+        Route("/mcp", endpoint),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz(probes), methods=["GET"]),
+    ]
+    routes += [route for component in components for route in component.routes]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.runtime = runtime
     app.state.settings = settings
     app.state.listen = listen
     return app
+
+
+@contextlib.asynccontextmanager
+async def _both(
+    first: contextlib.AbstractAsyncContextManager[None], second: contextlib.AbstractAsyncContextManager[None]
+) -> AsyncIterator[None]:
+    async with first, second:
+        yield

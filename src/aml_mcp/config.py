@@ -2,12 +2,13 @@
 
 Precedence, lowest first: defaults < `--config FILE` (TOML) < environment < command-line flags.
 Nested groups use `__` in variable names, e.g. `AML_MCP_AUTH__ENABLED=false`.
-Every field here is documented in README.md; keep the two in step.
+
+Each feature owns its settings group (`tasks/settings.py`, `auth/settings.py`, ...); this module
+only composes them, so no feature has to import another's settings.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,22 @@ from pydantic_settings import (
 )
 
 from aml_mcp.aml.settings import AmlSettings
-from aml_mcp.auth.settings import AuthSettings
+from aml_mcp.auth.settings import ResourceServerSettings
+from aml_mcp.devauth.settings import DevAuthSettings
+from aml_mcp.loopback import is_loopback_host
 from aml_mcp.tasks.settings import TaskSettings
 
 MIB = 1024 * 1024
+
+
+class AuthSettings(ResourceServerSettings):
+    """The `auth` group: the resource server's settings, plus the development authorization server.
+
+    The two are separate features (the resource server never imports the dev issuer); they share
+    one group so that `AML_MCP_AUTH__DEV__*` reads as what it is, a part of authentication.
+    """
+
+    dev: DevAuthSettings = Field(default_factory=DevAuthSettings)
 
 
 class Settings(BaseSettings):
@@ -78,12 +91,7 @@ class Settings(BaseSettings):
 
     @property
     def binds_loopback(self) -> bool:
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback_host(self.host)
 
     def ensure_data_dir(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)

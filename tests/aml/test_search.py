@@ -9,7 +9,8 @@ from pydantic import ValidationError
 
 from aml_mcp.aml.demo.corpus import TENANTS, DemoCorpus
 from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.search.engine import MAX_TOP_K, NoteSearch, SearchMode, SearchRequest, lexical_match
+from aml_mcp.aml.search.engine import MAX_TOP_K, NoteSearch, SearchMode, SearchRequest
+from aml_mcp.aml.search.lexical import lexical_match
 
 BANK = TENANTS[0].name
 

@@ -18,9 +18,9 @@ import jsonschema_rs
 import pytest
 
 from aml_mcp.aml.demo.corpus import TENANTS, DemoNote, generate_notes
+from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.aml.notes import CaseNote
 from aml_mcp.aml.settings import AmlSettings
-from aml_mcp.aml.wiring import load_demo_if_empty
 from aml_mcp.tasks.settings import TaskSettings
 from tests.support.mcp_http import TASKS_EXTENSION
 from tests.support.oauth import SecuredServer, TestIssuer, secured_server

@@ -13,16 +13,17 @@ import numpy.typing as npt
 import pytest
 from pydantic import ValidationError
 
+from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore, normalise_identifier
-from aml_mcp.aml.notes import CaseNote, Subject
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes import CaseNote, Subject, normalise_identifier
 from aml_mcp.aml.sar.checks import CHECKS, CheckSuite, dates_in, foreign_candidates, money_figures
 from aml_mcp.aml.sar.draft import TYPOLOGY_LABELS, SarDraft, TemplateDrafter
 from aml_mcp.aml.sar.facts import account_like, build_case_file, is_entity
 from aml_mcp.aml.sar.foreign_ids import draft_candidates
 from aml_mcp.aml.sar.questions import FactKind, MissingFact, missing_facts, read_answers
 from aml_mcp.aml.settings import AmlSettings
-from aml_mcp.aml.wiring import load_demo_if_empty, load_drafter
+from aml_mcp.aml.wiring import load_drafter
 from aml_mcp.config import Settings
 
 SUITE = CheckSuite(frozenset(TYPOLOGY_LABELS))

@@ -1,4 +1,4 @@
-"""A test catalog with one tool per AML scope (until the AML issue brings the real tools).
+"""A test catalog with one tool per AML scope, and the AML scope hierarchy.
 
 Each tool answers with the principal it ran as, so tests can see that the verified identity — and
 nothing from the request body — is what reaches tool code.
@@ -12,6 +12,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from aml_mcp.aml.tools.scopes import SCOPE_HIERARCHY
 from aml_mcp.catalog import Catalog, ToolRegistry
 from aml_mcp.catalog.invocation import InvocationContext
 from aml_mcp.catalog.tools import ToolSpec
@@ -53,7 +54,7 @@ def scoped_catalog() -> Catalog:
             body=_whoami,
         )
     )
-    return Catalog(tools=tools)
+    return Catalog(tools=tools, scope_hierarchy=SCOPE_HIERARCHY)
 
 
 @pytest.fixture(scope="module")

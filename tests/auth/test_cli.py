@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from aml_mcp.audit import AUDIT_COMPONENT, AUDIT_MIGRATIONS, AuditEvent, AuditLog, Decision, StoreSink
+from aml_mcp.audit import AuditEvent, AuditLog, Decision
+from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, StoreSink
 from aml_mcp.cli import main as cli_main
 from aml_mcp.principal import Principal
 from aml_mcp.store.sqlite import SqliteDatabase

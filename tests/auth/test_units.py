@@ -14,17 +14,18 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from pydantic import ValidationError
 
-from aml_mcp.audit import AuditEvent, AuditLog, Decision, JsonLinesSink
+from aml_mcp.audit import AuditEvent, AuditLog, Decision
+from aml_mcp.audit.sinks import JsonLinesSink
 from aml_mcp.auth.claims import ClaimRules, principal_from_claims
 from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.introspection import IntrospectionVerifier
 from aml_mcp.auth.jwks import IssuerKeys, metadata_urls
 from aml_mcp.auth.redaction import CredentialRedactingFilter
 from aml_mcp.auth.scopes import ScopeHierarchy
-from aml_mcp.auth.settings import AuthSettings, IntrospectionSettings, IssuerSettings
+from aml_mcp.auth.settings import IntrospectionSettings, IssuerSettings
 from aml_mcp.auth.verifier import TokenVerifier
-from aml_mcp.cli.auth_commands import serve_refusal
-from aml_mcp.config import Settings
+from aml_mcp.cli.serve import serve_refusal
+from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.principal import Principal
 from tests.support.oauth import IssuerKey
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from aml_mcp.auth.scopes import ScopeHierarchy
-from aml_mcp.auth.settings import AuthSettings
+from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import build_dev_auth
 
 CLIENT_ID = "https://app.example/oauth/client.json"
@@ -21,9 +21,10 @@ def _server(tmp_path: Path, documents: dict[str, Any], fetched: list[str]) -> An
         return dict(documents[url])
 
     dev = build_dev_auth(
-        AuthSettings(),
+        DevAuthSettings(),
         data_dir=tmp_path,
         resource_url="http://127.0.0.1:8000/mcp",
+        tenant_claim="tenant",
         hierarchy=ScopeHierarchy({}),
         fetch_client_metadata=fetch,
     )

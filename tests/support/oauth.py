@@ -51,10 +51,11 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from aml_mcp.app import build_app
-from aml_mcp.auth.settings import AuthSettings, DevAuthSettings, IntrospectionSettings, IssuerSettings
+from aml_mcp.auth.settings import IntrospectionSettings, IssuerSettings
 from aml_mcp.catalog import Catalog
-from aml_mcp.config import Settings
+from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.devauth.minting import MintedToken
+from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import token_minter
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import headers_for, message
@@ -306,7 +307,12 @@ class SecuredServer:
         ttl: int = 300,
     ) -> MintedToken:
         """A token signed by the development issuer's key in this server's data directory."""
-        minter = token_minter(self.data_dir, self.settings.auth, self.resource)
+        minter = token_minter(
+            self.data_dir,
+            resource_url=self.resource,
+            path=self.settings.auth.dev.path,
+            tenant_claim=self.settings.auth.tenant_claim,
+        )
         return minter.mint(
             subject=subject,
             tenant=tenant,

@@ -16,8 +16,7 @@ import httpx
 import pytest
 
 from aml_mcp.app import build_app
-from aml_mcp.auth.settings import AuthSettings
-from aml_mcp.config import Settings
+from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.tasks.settings import TaskSettings
 from tests.support.live_server import LiveServer

@@ -22,7 +22,6 @@ Why this shape:
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -34,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from aml_mcp.aml.notes import CaseNote, Subject, validate_tenant
+from aml_mcp.aml.notes import CaseNote, Subject, normalise_identifier, normalise_name, validate_tenant
 
 DB_FILE_NAME = "notes.db"
 
@@ -78,9 +77,6 @@ _FTS_COLUMNS = ("text", "subjects", "identifiers")
 """FTS5 columns; `bm25()` weights in `LexicalQuery` follow this order."""
 
 
-_NOT_ALNUM = re.compile(r"[\W_]+")
-
-
 class VectorSpaceMismatchError(RuntimeError):
     """A tenant's stored vectors come from a different embedder than the one now in use."""
 
@@ -92,16 +88,6 @@ class VectorSpaceMismatchError(RuntimeError):
         self.tenant = tenant
         self.stored = stored
         self.offered = offered
-
-
-def normalise_identifier(value: str) -> str:
-    """Identifiers compare case- and spacing-insensitively: `"acc 00123"` finds `"ACC-00123"`."""
-    return _NOT_ALNUM.sub("", value.casefold())
-
-
-def normalise_name(value: str) -> str:
-    """Names compare on lower-cased words: `"SMITH,  John"` is not `"John Smith"`, but case is free."""
-    return _NOT_ALNUM.sub(" ", value.casefold()).strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,16 +264,17 @@ def _identifier_rows(note: CaseNote) -> list[tuple[str, str]]:
 
 
 _DF_CACHE_SIZE = 50_000
-MAX_TERM_DF_FRACTION = 0.1
-"""Query terms found in more than this share of a tenant's notes are left out of the FTS query.
-
-Their IDF is at most log(9) ~ 2.2 against >= 4.6 for terms in under 1% of notes, so they rarely
-decide a top-100, yet each makes FTS5 walk a doclist of that size: at 100k notes per tenant,
-keeping terms up to half the notes cost p50 ~30 ms per query, a tenth ~13 ms (top-10 overlap with
-the unpruned ranking: 81%). At 10k notes the distinctive words of a note sit far below the cut."""
 COARSE_FROM = 30_000
 """Tenants with at least this many notes get a coarse matrix for two-stage dense search."""
 COARSE_DIMS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class TermStatistics:
+    """Document frequencies of some terms within one tenant's notes."""
+
+    documents: int
+    df: dict[str, int]
 
 
 @dataclass(slots=True)
@@ -453,17 +440,9 @@ class TenantNotes:
             row = conn.execute("SELECT count(*) FROM notes WHERE tenant_id = ?", (tenant_id,)).fetchone()
         return int(row[0])
 
-    def match_expression(self, terms: Sequence[str]) -> str | None:
-        """An FTS5 expression OR-ing the quoted `terms` that can still move a BM25 ranking.
-
-        A term in more than `MAX_TERM_DF_FRACTION` of the tenant's notes adds little to any BM25
-        score yet makes the query walk a large part of the index (a bank prefix in every note id,
-        "cash" in a cash-heavy bank). Those are dropped, unless every term is that common, when
-        the rarest one is kept. Document frequencies are cached per tenant until its next write.
-        """
-        clean = [t for t in dict.fromkeys(terms) if t and '"' not in t]
-        if not clean:
-            return None
+    def document_frequencies(self, terms: Sequence[str]) -> TermStatistics | None:
+        """How many of the tenant's notes hold each term (FTS5 phrase count), and how many notes
+        there are; `None` for a tenant with no notes. Cached per tenant until its next write."""
         with self._store._reading() as conn:
             row = conn.execute(
                 "SELECT tenant_id, generation FROM tenants WHERE name = ?", (self.tenant,)
@@ -479,7 +458,7 @@ class TenantNotes:
                 stats = _LexicalStats(generation, int(total[0]), {})
                 self._store._lexical_stats[tenant_id] = stats
             fts = _fts_table(tenant_id)
-            for term in clean:
+            for term in terms:
                 if term not in stats.df:
                     if len(stats.df) > _DF_CACHE_SIZE:
                         stats.df.clear()
@@ -488,13 +467,7 @@ class TenantNotes:
                         (f'"{term}"',),
                     ).fetchone()
                     stats.df[term] = int(found[0])
-        useful = [t for t in clean if 0 < stats.df[t] <= stats.documents * MAX_TERM_DF_FRACTION]
-        if not useful:
-            present = [t for t in clean if stats.df[t] > 0]
-            if not present:
-                return None
-            useful = [min(present, key=lambda t: stats.df[t])]
-        return " OR ".join(f'"{t}"' for t in useful)
+            return TermStatistics(stats.documents, {term: stats.df[term] for term in terms})
 
     def lexical(self, match: str, where: NoteFilter, limit: int) -> list[LexicalHit]:
         """Best `limit` notes for an FTS5 `match` expression by BM25, after `where`.

@@ -18,6 +18,7 @@ TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 """Lower-case, short, no separators that could be confused in paths or logs."""
 
 _ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$"
+_NOT_ALNUM = re.compile(r"[\W_]+")
 
 
 class InvalidTenantError(ValueError):
@@ -88,3 +89,13 @@ class CaseNote(BaseModel):
 def normalise_typology(value: str) -> str:
     """`"Trade-Based Laundering"` and `"trade_based_laundering"` are the same typology code."""
     return re.sub(r"[^a-z0-9]+", "_", value.strip().lower()).strip("_")
+
+
+def normalise_identifier(value: str) -> str:
+    """Identifiers compare case- and spacing-insensitively: `"acc 00123"` finds `"ACC-00123"`."""
+    return _NOT_ALNUM.sub("", value.casefold())
+
+
+def normalise_name(value: str) -> str:
+    """Names compare on lower-cased words: `"SMITH,  John"` is not `"John Smith"`, but case is free."""
+    return _NOT_ALNUM.sub(" ", value.casefold()).strip()

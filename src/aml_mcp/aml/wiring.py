@@ -1,20 +1,20 @@
-"""Everything the composition root needs for the AML tools, built in one call.
+"""Assembles the AML tools for the composition root: `build_aml(settings, ...) -> Aml`.
 
 `build_aml` opens the notes store in the data directory, assembles drafter, checks, evaluation
-and search, and returns the catalog to serve, the baseline table's migration, and the lifetime to
-enter (loads the embedder at start-up, closes the notes store at shutdown). `load_demo_if_empty`
-is what `aml-mcp serve` runs before starting, so a first start has data to search.
+and search, and returns a `Component` (the baseline table's schema; a lifetime that loads the
+embedder at start-up and closes the notes store at shutdown) with the catalog to serve.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from aml_mcp.aml.demo.corpus import load_demo
+from starlette.routing import BaseRoute
+
 from aml_mcp.aml.evaluation.baselines import COMPONENT, MIGRATIONS, BaselineStore
 from aml_mcp.aml.evaluation.labels import DemoLabels
 from aml_mcp.aml.evaluation.run import Evaluator
@@ -26,24 +26,27 @@ from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import NoteSearch
 from aml_mcp.aml.settings import AmlSettings
-from aml_mcp.aml.tools.catalog import aml_catalog
-from aml_mcp.aml.tools.service import AmlServices
+from aml_mcp.aml.tools import aml_catalog
+from aml_mcp.aml.tools.service import AmlService
 from aml_mcp.catalog import Catalog
-from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.scope_rules import ScopeRule
+from aml_mcp.store.sqlite import Migration, SqliteDatabase
 
 
 @dataclass(frozen=True, slots=True)
 class Aml:
     catalog: Catalog
-    migration: tuple[str, list[str]]
-    services: AmlServices
+    service: AmlService
     store: NoteStore
+    migrations: Sequence[Migration] = (Migration(COMPONENT, MIGRATIONS),)
+    routes: Sequence[BaseRoute] = ()
+    scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """The embedder loaded before the first request; the notes store closed at the end."""
         try:
-            await self.services.start()
+            await self.service.start()
             yield
         finally:
             self.store.close()
@@ -84,31 +87,7 @@ def build_aml(settings: AmlSettings, *, data_dir: Path, database: SqliteDatabase
             slice_s=settings.eval_slice_ms / 1000,
         )
 
-    services = AmlServices(
+    service = AmlService(
         store=store, load_embedder=StaticEmbedder.load, casework=casework, evaluator=evaluator
     )
-    return Aml(
-        catalog=aml_catalog(services, settings),
-        migration=(COMPONENT, MIGRATIONS),
-        services=services,
-        store=store,
-    )
-
-
-def load_demo_if_empty(
-    settings: AmlSettings, data_dir: Path, announce: Callable[[str], None] | None = None
-) -> dict[str, int]:
-    """Load the demo banks when the notes store holds no tenant at all; notes written per bank.
-
-    Never touches a store that holds anything (a bank's own data, or an earlier demo load).
-    `announce` hears, before the work starts, that it is about to take a while.
-    """
-    size = settings.demo_notes_per_tenant
-    if size == 0:
-        return {}
-    with NoteStore.open(data_dir) as store:
-        if store.tenants():
-            return {}
-        if announce is not None:
-            announce(f"the notes store is empty: loading the demo corpus ({size} notes per bank)")
-        return load_demo(store, StaticEmbedder.load(), size, settings.demo_seed)
+    return Aml(catalog=aml_catalog(service, settings), service=service, store=store)

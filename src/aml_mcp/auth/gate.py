@@ -17,14 +17,14 @@ step 3 and is never logged or stored.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import jwt
 from starlette.requests import Request
 from starlette.responses import Response
 
-from aml_mcp.audit import AuditEvent, AuditLog, Decision, task_reference
+from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
 from aml_mcp.auth.challenge import Challenges
 from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.revocation import RevocationList
@@ -35,9 +35,6 @@ from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRules
 
 logger = logging.getLogger(__name__)
-
-ScopeHint = Callable[[str, Mapping[str, Any]], frozenset[str]]
-"""Scopes a request will need, guessed without a principal, for the scope of a 401 challenge."""
 
 _TARGET_FIELDS = ("name", "uri")
 _MAX_TARGET = 200
@@ -96,16 +93,14 @@ class BearerAdmission:
         scope_rules: ScopeRules,
         hierarchy: ScopeHierarchy,
         challenges: Challenges,
-        audit: AuditLog,
-        scope_hint: ScopeHint | None = None,
+        audit: AuditRecorder,
     ) -> None:
         self.verifier = verifier
         self.revocations = revocations
         self.scope_rules = scope_rules
         self.hierarchy = hierarchy
         self.challenges = challenges
-        self.audit = audit
-        self.scope_hint = scope_hint
+        self.record = audit
 
     def _deny(
         self,
@@ -116,7 +111,7 @@ class BearerAdmission:
         principal: Principal | None = None,
         detail: Mapping[str, Any] | None = None,
     ) -> Response:
-        self.audit.record(
+        self.record(
             AuditEvent.about(
                 principal, decision=Decision.DENY, reason=reason, method=method, target=target, detail=detail
             )
@@ -137,7 +132,7 @@ class BearerAdmission:
             )
         headers = _authorization_headers(request)
         if not headers:
-            hint = self.scope_hint(method, params) if self.scope_hint and method else frozenset()
+            hint = self.scope_rules.hint(method, params) if method else frozenset()
             return self._deny(self.challenges.missing_token(request_id, hint), "no_token", method, target)
         if len(headers) > 1:
             return self._deny(
@@ -187,7 +182,7 @@ class BearerAdmission:
                 principal,
                 detail={"needed": sorted(needed), "granted": sorted(principal.scopes)},
             )
-        self.audit.record(
+        self.record(
             AuditEvent.about(principal, decision=Decision.ALLOW, reason="ok", method=method, target=target)
         )
         return principal

@@ -12,7 +12,6 @@ authorization server passes a fetcher that reads its key file instead.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import httpx
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -173,7 +173,7 @@ class IssuerKeys:
         self._clock = clock
         self._keys: list[VerificationKey] | None = None
         self._fetched_at = float("-inf")
-        self._lock = asyncio.Lock()
+        self._lock = anyio.Lock()
         self.fetch_count = 0
 
     async def _refresh(self) -> None:

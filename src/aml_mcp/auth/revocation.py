@@ -9,14 +9,15 @@ through this object take effect in this process at once.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from aml_mcp.listeners import ChangeListeners
+import anyio
+
+from aml_mcp.listeners import Listeners
 from aml_mcp.principal import Principal
 from aml_mcp.store.sqlite import SqliteDatabase
 
@@ -57,7 +58,7 @@ class RevocationList:
         self._token_ids: set[tuple[str, str]] = set()
         self._subjects: set[tuple[str, str]] = set()
         self._fingerprint: tuple[int, int] | None = None
-        self.changes = ChangeListeners()
+        self.changes: Listeners[[]] = Listeners()
         """Told after a refresh found the list changed, so open listen streams re-check at once."""
 
     def check(self, principal: Principal) -> str | None:
@@ -102,19 +103,18 @@ class RevocationList:
 
         async def loop() -> None:
             while True:
-                await asyncio.sleep(self.refresh_seconds)
+                await anyio.sleep(self.refresh_seconds)
                 try:
                     await self.refresh()
                 except Exception:
                     logger.exception("reading the revocation list failed; keeping the previous one")
 
-        task = asyncio.create_task(loop(), name="revocation-refresh")
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        async with anyio.create_task_group() as group:
+            group.start_soon(loop, name="revocation-refresh")
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
 
     async def _add(self, kind: str, issuer: str, value: str, note: str | None) -> None:
         if not value:

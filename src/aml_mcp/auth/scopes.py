@@ -25,6 +25,11 @@ class ScopeHierarchy:
                 stack.extend(graph.get(current, ()))
             self._closure[scope] = frozenset(seen)
 
+    @property
+    def scopes(self) -> frozenset[str]:
+        """Every scope the hierarchy names, as an implying or an implied one."""
+        return frozenset().union(*self._closure.values()) if self._closure else frozenset()
+
     def effective(self, granted: Iterable[str]) -> frozenset[str]:
         """Every scope `granted` amounts to, implied ones included."""
         result: set[str] = set()

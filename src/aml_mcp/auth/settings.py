@@ -1,4 +1,4 @@
-"""The `auth` settings group (`AML_MCP_AUTH__*`): who may issue tokens for this server, and how strictly.
+"""The resource server's settings (the `auth` group, `AML_MCP_AUTH__*`): whose tokens, how strictly.
 
 Authentication is on unless switched off, and switching it off is only allowed on loopback (the
 command line refuses anything else). The defaults fail closed: RFC 9068 `typ`, a `jti`, a tenant
@@ -7,27 +7,15 @@ claim and an audience naming this server are all required.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from aml_mcp.loopback import is_loopback_host
+
 ALLOWED_ALGORITHMS: tuple[str, ...] = ("RS256", "PS256", "ES256", "EdDSA")
 """Asymmetric algorithms only: `none` and every HMAC algorithm are refused whatever the settings say."""
-
-DEFAULT_SCOPE_HIERARCHY: dict[str, list[str]] = {"aml:admin": ["aml:read", "aml:eval", "aml:draft"]}
-
-
-def is_loopback_host(host: str | None) -> bool:
-    if host is None:
-        return False
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def require_secure_url(value: str, what: str) -> str:
@@ -93,27 +81,8 @@ class IntrospectionSettings(_Group):
         return require_secure_url(value, "introspection URL")
 
 
-class DevAuthSettings(_Group):
-    """The development authorization server mounted in the same app (never for production)."""
-
-    enabled: bool = True
-    path: str = "/oauth"
-    """Mount point; the issuer is the server's base URL plus this path."""
-    access_token_ttl_seconds: int = Field(default=900, ge=30, le=86_400)
-    refresh_token_ttl_seconds: int = Field(default=86_400, ge=60)
-    client_credentials_tenant: str = "meridian-bank"
-    """Tenant claim for tokens of the pre-registered service client (client credentials grant)."""
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: str) -> str:
-        if not value.startswith("/") or value.endswith("/") or "?" in value or "#" in value:
-            raise ValueError("dev auth path must look like /oauth")
-        return value
-
-
-class AuthSettings(_Group):
-    """Settings of the OAuth 2.1 resource server (and its development authorization server)."""
+class ResourceServerSettings(_Group):
+    """Settings of the OAuth 2.1 resource server: whose tokens it trusts and how strictly it checks them."""
 
     enabled: bool = True
     """Require a bearer token on /mcp. Off only on loopback (tests, conformance fixtures)."""
@@ -123,8 +92,9 @@ class AuthSettings(_Group):
     """Name of the (required) claim that carries the caller's tenant (bank)."""
     leeway_seconds: int = Field(default=30, ge=0, le=300)
     """Clock skew tolerated on `exp`, `nbf` and `iat`."""
-    scope_hierarchy: dict[str, list[str]] = Field(default_factory=lambda: dict(DEFAULT_SCOPE_HIERARCHY))
-    """A granted scope (key) implies the listed ones, transitively."""
+    scope_hierarchy: dict[str, list[str]] | None = None
+    """A granted scope (key) implies the listed ones, transitively; default: the served catalog's
+    (for the AML tools, `aml:admin` implies `aml:read`, `aml:eval` and `aml:draft`)."""
     scopes_supported: list[str] | None = None
     """`scopes_supported` in the protected resource metadata; default: every tool scope."""
     resource_name: str = "AML MCP server"
@@ -141,4 +111,3 @@ class AuthSettings(_Group):
     audit_to_log: bool = False
     """Also emit audit events on the `aml_mcp.audit` logger."""
     introspection: IntrospectionSettings | None = None
-    dev: DevAuthSettings = Field(default_factory=DevAuthSettings)

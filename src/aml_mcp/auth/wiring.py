@@ -1,9 +1,10 @@
-"""Assembles the resource server for the composition root: `build_auth(settings, ...)`.
+"""Assembles the resource server for the composition root: `build_auth(settings, ...) -> Auth`.
 
-`app.py` calls this once and uses what it returns: the `Admission` for /mcp, the extra routes
-(RFC 9728 metadata and, in development, the authorization server), the store migrations, the
-`AuditLog` (also handed to the Tasks service), the revocation list (for listen streams to re-check)
-and a lifespan that owns the HTTP client, key prefetch and the revocation refresher.
+`app.py` hands in what it constructs itself — the audit log, the complete scope rules, the scope
+hierarchy and any issuer whose keys live in this process (the development issuer) — and uses
+what comes back: the `Admission` for /mcp, the RFC 9728 metadata routes, the revocation list's
+schema, and a lifetime that owns the outbound HTTP client, key prefetch and the revocation
+refresher. This package imports neither the settings composition nor the development issuer.
 
 What `tools/list` shows a caller who lacks a tool's scope: every tool. Hiding tools would stop a
 client from ever learning that a step-up (asking the user for one more scope) would let it call
@@ -16,23 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
-from starlette.routing import Route
+from starlette.routing import BaseRoute
 
-from aml_mcp.audit import (
-    AUDIT_COMPONENT,
-    AUDIT_FILE_NAME,
-    AUDIT_MIGRATIONS,
-    AuditLog,
-    AuditSink,
-    JsonLinesSink,
-    LoggerSink,
-    StoreSink,
-)
+from aml_mcp.audit import AuditRecorder
 from aml_mcp.auth.challenge import Challenges
 from aml_mcp.auth.claims import ClaimRules
 from aml_mcp.auth.gate import BearerAdmission
@@ -42,16 +33,25 @@ from aml_mcp.auth.jwt_verifier import JwtVerifier, TrustedIssuer
 from aml_mcp.auth.metadata import ProtectedResourceMetadata
 from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
 from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.settings import ResourceServerSettings
 from aml_mcp.auth.verifier import TokenVerifier
-from aml_mcp.catalog.tools import ToolRegistry
-from aml_mcp.config import Settings
-from aml_mcp.devauth.wiring import DevAuth, build_dev_auth
 from aml_mcp.http.endpoint import Admission, OpenAdmission
 from aml_mcp.principal import Principal
-from aml_mcp.scope_rules import ScopeRules, tool_scope
-from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.scope_rules import ScopeRule, ScopeRules
+from aml_mcp.store.sqlite import Migration, SqliteDatabase
 
 logger = logging.getLogger(__name__)
+
+RFC9068_TOKEN_TYPES = frozenset({"at+jwt", "application/at+jwt"})
+
+
+@dataclass(frozen=True, slots=True)
+class LocalIssuer:
+    """An issuer whose signing keys this process holds (the development issuer): its tokens are
+    verified with keys read in-process, never fetched over HTTP from ourselves."""
+
+    issuer: str
+    fetch_jwks: JwksFetcher
 
 
 class _HttpClient:
@@ -67,18 +67,19 @@ class _HttpClient:
 
 
 @dataclass
-class AuthComponents:
+class Auth:
+    """The resource server as a `Component`, and what the rest of the app needs from it."""
+
     admission: Admission
-    audit: AuditLog
     revocations: RevocationList
     hierarchy: ScopeHierarchy
-    routes: list[Route] = field(default_factory=list)
-    migrations: list[tuple[str, list[str]]] = field(default_factory=list)
+    routes: Sequence[BaseRoute] = ()
     cache_scope: str = "public"
-    dev: DevAuth | None = None
-    issuer_keys: list[IssuerKeys] = field(default_factory=list)
     enabled: bool = False
-    _http: _HttpClient = field(default_factory=_HttpClient)
+    issuer_keys: list[IssuerKeys] = field(default_factory=list)
+    http: _HttpClient = field(default_factory=_HttpClient)
+    migrations: Sequence[Migration] = (Migration(REVOCATION_COMPONENT, REVOCATION_MIGRATIONS),)
+    scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
 
     @property
     def revoked(self) -> Callable[[Principal], str | None] | None:
@@ -97,10 +98,7 @@ class AuthComponents:
     async def running(self) -> AsyncIterator[None]:
         """Open the HTTP client, warm the key caches, watch the revocation list; undo on exit."""
         async with contextlib.AsyncExitStack() as stack:
-            stack.callback(self.audit.close)
-            if self.dev is not None:
-                stack.callback(self.dev.close)
-            self._http.client = await stack.enter_async_context(
+            self.http.client = await stack.enter_async_context(
                 httpx.AsyncClient(timeout=httpx.Timeout(5.0), follow_redirects=False)
             )
             for keys in self.issuer_keys:
@@ -109,51 +107,30 @@ class AuthComponents:
             yield
 
 
-def _audit_log(settings: Settings, database: SqliteDatabase) -> AuditLog:
-    sinks: list[AuditSink] = [StoreSink(database)]
-    if settings.auth.audit_file:
-        sinks.append(JsonLinesSink(settings.data_dir / AUDIT_FILE_NAME))
-    if settings.auth.audit_to_log:
-        sinks.append(LoggerSink())
-    return AuditLog(sinks)
-
-
-def _tool_scope_hint(tools: ToolRegistry) -> Callable[[str, Mapping[str, Any]], frozenset[str]]:
-    def hint(method: str, params: Mapping[str, Any]) -> frozenset[str]:
-        return tool_scope(tools, params) if method == "tools/call" else frozenset()
-
-    return hint
-
-
-def _scopes_supported(configured: list[str] | None, tools: ToolRegistry) -> Callable[[], list[str]]:
-    """PRM `scopes_supported`: as configured, else every scope a tool declares (read when served)."""
-    if configured is not None:
-        fixed = list(configured)
-        return lambda: fixed
-    return lambda: sorted(tools.scopes)
-
-
 def build_auth(
-    settings: Settings, *, database: SqliteDatabase, scope_rules: ScopeRules, tools: ToolRegistry
-) -> AuthComponents:
-    """The resource server described by `settings.auth` (or the open admission when it is off)."""
-    auth = settings.auth
-    resource = settings.resource_url
-    hierarchy = ScopeHierarchy(auth.scope_hierarchy)
-    audit = _audit_log(settings, database)
-    revocations = RevocationList(database, refresh_seconds=auth.revocation_refresh_seconds)
-    migrations = [(AUDIT_COMPONENT, AUDIT_MIGRATIONS), (REVOCATION_COMPONENT, REVOCATION_MIGRATIONS)]
-    if not auth.enabled:
-        return AuthComponents(
-            admission=OpenAdmission(),
-            audit=audit,
-            revocations=revocations,
-            hierarchy=hierarchy,
-            migrations=migrations,
-        )
+    settings: ResourceServerSettings,
+    *,
+    resource_url: str,
+    database: SqliteDatabase,
+    audit: AuditRecorder,
+    scope_rules: ScopeRules,
+    hierarchy: ScopeHierarchy,
+    default_scopes: Callable[[], Iterable[str]],
+    local_issuers: Sequence[LocalIssuer] = (),
+) -> Auth:
+    """The resource server described by `settings` (or the open admission when it is off).
+
+    `default_scopes` is read whenever the metadata document is served, unless `scopes_supported`
+    is configured: the served catalog's tool scopes.
+    """
+    revocations = RevocationList(database, refresh_seconds=settings.revocation_refresh_seconds)
+    if not settings.enabled:
+        return Auth(admission=OpenAdmission(), revocations=revocations, hierarchy=hierarchy)
 
     http = _HttpClient()
-    rules = ClaimRules(resource=resource, tenant_claim=auth.tenant_claim, leeway_seconds=auth.leeway_seconds)
+    rules = ClaimRules(
+        resource=resource_url, tenant_claim=settings.tenant_claim, leeway_seconds=settings.leeway_seconds
+    )
     verifier_ref: list[TokenVerifier] = []
 
     def forget_verified() -> None:
@@ -164,26 +141,20 @@ def build_auth(
         return IssuerKeys(
             issuer,
             fetch,
-            cache_seconds=auth.jwks_cache_seconds,
-            refetch_interval=auth.jwks_refetch_interval_seconds,
+            cache_seconds=settings.jwks_cache_seconds,
+            refetch_interval=settings.jwks_refetch_interval_seconds,
             on_keys_removed=forget_verified,
         )
 
     trusted: dict[str, TrustedIssuer] = {}
-    routes: list[Route] = []
-    dev: DevAuth | None = None
-    if auth.dev.enabled:
-        dev = build_dev_auth(
-            auth, data_dir=settings.ensure_data_dir(), resource_url=resource, hierarchy=hierarchy
-        )
-        trusted[dev.issuer] = TrustedIssuer(
-            issuer=dev.issuer,
-            keys=issuer_keys(dev.issuer, dev.fetch_jwks),
+    for local in local_issuers:
+        trusted[local.issuer] = TrustedIssuer(
+            issuer=local.issuer,
+            keys=issuer_keys(local.issuer, local.fetch_jwks),
             algorithms=frozenset({"RS256"}),
-            token_types=frozenset({"at+jwt", "application/at+jwt"}),
+            token_types=RFC9068_TOKEN_TYPES,
         )
-        routes.extend(dev.routes)
-    for configured in auth.issuers:
+    for configured in settings.issuers:
         if configured.issuer in trusted:
             raise ValueError(f"issuer configured twice: {configured.issuer}")
         trusted[configured.issuer] = TrustedIssuer(
@@ -194,45 +165,46 @@ def build_auth(
             require_jti=configured.require_jti,
         )
     introspection = (
-        IntrospectionVerifier(auth.introspection, rules, http) if auth.introspection is not None else None
+        IntrospectionVerifier(settings.introspection, rules, http)
+        if settings.introspection is not None
+        else None
     )
     authorization_servers = list(trusted)
-    if auth.introspection is not None and auth.introspection.issuer not in authorization_servers:
-        authorization_servers.append(auth.introspection.issuer)
+    if settings.introspection is not None and settings.introspection.issuer not in authorization_servers:
+        authorization_servers.append(settings.introspection.issuer)
     verifier = TokenVerifier(
         JwtVerifier(trusted, rules),
         introspection,
-        cache_size=auth.verified_token_cache_size,
-        leeway_seconds=auth.leeway_seconds,
+        cache_size=settings.verified_token_cache_size,
+        leeway_seconds=settings.leeway_seconds,
     )
     verifier_ref.append(verifier)
+    configured_scopes = settings.scopes_supported
     metadata = ProtectedResourceMetadata(
-        resource=resource,
+        resource=resource_url,
         authorization_servers=authorization_servers,
-        scopes_supported=_scopes_supported(auth.scopes_supported, tools),
-        resource_name=auth.resource_name,
+        scopes_supported=(
+            (lambda: list(configured_scopes))
+            if configured_scopes is not None
+            else (lambda: sorted(default_scopes()))
+        ),
+        resource_name=settings.resource_name,
     )
-    routes.extend(metadata.routes())
     admission = BearerAdmission(
         verifier=verifier,
         revocations=revocations,
         scope_rules=scope_rules,
         hierarchy=hierarchy,
-        challenges=Challenges(resource),
+        challenges=Challenges(resource_url),
         audit=audit,
-        scope_hint=_tool_scope_hint(tools),
     )
-    components = AuthComponents(
+    return Auth(
         admission=admission,
-        audit=audit,
         revocations=revocations,
         hierarchy=hierarchy,
-        routes=routes,
-        migrations=migrations,
+        routes=metadata.routes(),
         cache_scope="private",
-        dev=dev,
         enabled=True,
         issuer_keys=[issuer.keys for issuer in trusted.values()],
+        http=http,
     )
-    components._http = http
-    return components

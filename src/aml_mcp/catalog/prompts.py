@@ -9,7 +9,7 @@ from typing import Any
 import mcp_types as types
 
 from aml_mcp.catalog.invocation import InvocationContext
-from aml_mcp.listeners import ChangeListeners
+from aml_mcp.listeners import Listeners
 
 PromptBody = Callable[[dict[str, str], InvocationContext], Awaitable[types.GetPromptResult]]
 
@@ -40,7 +40,7 @@ class PromptSpec:
 class PromptRegistry:
     def __init__(self, prompts: Iterable[PromptSpec] = ()) -> None:
         self._prompts = {prompt.name: prompt for prompt in prompts}
-        self.changes = ChangeListeners()
+        self.changes: Listeners[[]] = Listeners()
 
     def add(self, prompt: PromptSpec) -> None:
         self._prompts[prompt.name] = prompt

@@ -9,7 +9,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.uri_template import UriTemplate
 
-from aml_mcp.listeners import ChangeListeners
+from aml_mcp.listeners import Listeners
 
 Contents = list[types.TextResourceContents | types.BlobResourceContents]
 ResourceReader = Callable[[str, dict[str, Any]], Awaitable[Contents]]
@@ -61,7 +61,7 @@ class ResourceRegistry:
     ) -> None:
         self._resources = {resource.uri: resource for resource in resources}
         self._templates = list(templates)
-        self.changes = ChangeListeners()
+        self.changes: Listeners[[]] = Listeners()
 
     def resources(self) -> list[ResourceSpec]:
         return list(self._resources.values())

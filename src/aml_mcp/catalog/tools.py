@@ -17,7 +17,7 @@ import jsonschema_rs
 import mcp_types as types
 
 from aml_mcp.catalog.invocation import InvocationContext
-from aml_mcp.listeners import ChangeListeners
+from aml_mcp.listeners import Listeners
 
 REQUIRED_SCOPE_META = "aml-mcp/requiredScope"
 """`_meta` key on a `tools/list` entry naming the OAuth scope a `tools/call` of it needs."""
@@ -47,6 +47,8 @@ class ToolSpec:
     title: str | None = None
     output_schema: Mapping[str, Any] | None = None
     annotations: types.ToolAnnotations | None = None
+    """Behaviour hints (read-only, destructive, open-world). The title and the idempotency hint are
+    copied in from `title` and `idempotent`: each is stated once, here, never in the annotations."""
     scope: str | None = None
     """The OAuth scope a caller must hold; `None` for tools open to any authenticated caller."""
     execution: Execution = Execution.SYNC
@@ -63,6 +65,15 @@ class ToolSpec:
     _wire: types.Tool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        annotations = self.annotations
+        if annotations is not None:
+            if annotations.title is not None or annotations.idempotent_hint is not None:
+                raise ValueError(
+                    f"{self.name}: state title and idempotency on the ToolSpec, not its annotations"
+                )
+            annotations = annotations.model_copy(
+                update={"title": self.title, "idempotent_hint": self.idempotent}
+            )
         schema = dict(self.input_schema)
         # Compiled once; the Rust validator checks arguments in about a microsecond (the pure-Python
         # one took a tenth of a millisecond, on every call). Draft 2020-12 unless `$schema` says otherwise.
@@ -76,7 +87,7 @@ class ToolSpec:
                 description=self.description,
                 input_schema=schema,
                 output_schema=dict(self.output_schema) if self.output_schema is not None else None,
-                annotations=self.annotations,
+                annotations=annotations,
                 # The scope a call needs, so a client can ask for it before calling (step-up consent).
                 _meta={REQUIRED_SCOPE_META: self.scope} if self.scope else None,
             ),
@@ -94,6 +105,11 @@ class ToolSpec:
         return [_describe(error) for error in self._validator.iter_errors(arguments)]
 
 
+def tool_error(text: str) -> types.CallToolResult:
+    """A tool execution error (`isError`): the assistant reads `text` and can correct its call."""
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+
 def _describe(error: jsonschema_rs.ValidationError) -> str:
     where = "/".join(str(part) for part in error.instance_path)
     return f"{where or '(arguments)'}: {error.message}"
@@ -104,7 +120,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[ToolSpec] = ()) -> None:
         self._tools: dict[str, ToolSpec] = {}
-        self.changes = ChangeListeners()
+        self.changes: Listeners[[]] = Listeners()
         for tool in tools:
             self._put(tool)
 
@@ -140,6 +156,12 @@ class ToolRegistry:
         """For the SDK's `Mcp-Param-*` header validation, which would otherwise re-run tools/list."""
         tool = self._tools.get(name)
         return tool.input_schema if tool is not None else None
+
+    def scope_needed(self, params: Mapping[str, Any]) -> frozenset[str]:
+        """The scope a `tools/call` with these params needs; an unknown tool needs none (it fails later)."""
+        name = params.get("name")
+        tool = self._tools.get(name) if isinstance(name, str) else None
+        return frozenset({tool.scope}) if tool is not None and tool.scope else frozenset()
 
     @property
     def scopes(self) -> frozenset[str]:

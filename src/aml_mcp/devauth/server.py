@@ -38,10 +38,10 @@ from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMeta
 from authlib.oauth2.rfc7636 import CodeChallenge
 
 from aml_mcp.auth.scopes import ScopeHierarchy
-from aml_mcp.auth.settings import is_loopback_host
 from aml_mcp.devauth.minting import TokenMinter
 from aml_mcp.devauth.sqlite_store import DevClient, DevStore, Grant, StoredCode, StoredRefreshToken, digest
 from aml_mcp.devauth.users import DemoUser
+from aml_mcp.loopback import is_loopback_host
 
 CimdFetcher = Callable[[str], Mapping[str, Any]]
 """Fetches a Client ID Metadata Document (an https URL) and returns the parsed JSON object."""

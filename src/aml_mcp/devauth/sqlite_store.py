@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from aml_mcp.auth.settings import is_loopback_host
+from aml_mcp.loopback import is_loopback_host
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS clients (

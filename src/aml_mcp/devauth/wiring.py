@@ -1,25 +1,32 @@
-"""Assembles the development authorization server for the composition root and the command line."""
+"""Assembles the development authorization server for the composition root and the command line.
+
+The issuer is a `Component` (its routes; its own SQLite file, closed when the app stops) that the
+composition root builds first and then hands to the resource server as a trusted local issuer.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-from starlette.routing import Route
+from starlette.routing import BaseRoute
 
 from aml_mcp.auth.scopes import ScopeHierarchy
-from aml_mcp.auth.settings import AuthSettings
+from aml_mcp.devauth.client_metadata import fetch_client_metadata_document
 from aml_mcp.devauth.keys import DevSigningKeys
 from aml_mcp.devauth.minting import TokenMinter
 from aml_mcp.devauth.routes import DevAuthRoutes
 from aml_mcp.devauth.server import CimdFetcher, DevAuthorizationServer
+from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.sqlite_store import DevClient, DevStore, digest
 from aml_mcp.devauth.users import UserDirectory
+from aml_mcp.scope_rules import ScopeRule
 from aml_mcp.secrets_store import load_or_create_secret
+from aml_mcp.store.sqlite import Migration
 
 CLI_CLIENT_ID = "aml-mcp-cli"
 """Pre-registered public client (authorization code + PKCE) with loopback redirects on any port."""
@@ -38,61 +45,55 @@ def service_client_secret(data_dir: Path) -> str:
     return load_or_create_secret(data_dir / "keys" / "devauth-service-client.secret").hex()
 
 
-def fetch_client_metadata_document(url: str) -> Mapping[str, Any]:
-    """Fetches a Client ID Metadata Document: https only, no redirects, small, JSON object."""
-    if urlsplit(url).scheme != "https":
-        raise ValueError("client metadata documents must be served over https")
-    with httpx.Client(timeout=5.0, follow_redirects=False) as http:
-        response = http.get(url, headers={"accept": "application/json"})
-    if response.status_code != 200 or len(response.content) > 64 * 1024:
-        raise LookupError(f"client metadata document unavailable ({response.status_code})")
-    document = response.json()
-    if not isinstance(document, dict):
-        raise ValueError("client metadata document is not a JSON object")
-    return document
-
-
 @dataclass
 class DevAuth:
-    """Everything the rest of the app needs from the development authorization server."""
+    """The development authorization server as a `Component`, and what the rest of the app needs."""
 
     issuer: str
     keys: DevSigningKeys
     minter: TokenMinter
     server: DevAuthorizationServer
     store: DevStore
-    routes: list[Route]
+    routes: Sequence[BaseRoute]
     service_secret: str
+    migrations: Sequence[Migration] = ()
+    scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
 
     async def fetch_jwks(self) -> Mapping[str, Any]:
         """The key source the resource server verifies dev tokens with (no HTTP round trip to itself)."""
         return self.keys.jwks()
 
-    def close(self) -> None:
-        self.store.close()
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The issuer's own database stays open for the app's lifetime."""
+        try:
+            yield
+        finally:
+            self.store.close()
 
 
-def token_minter(data_dir: Path, settings: AuthSettings, resource_url: str) -> TokenMinter:
+def token_minter(data_dir: Path, *, resource_url: str, path: str, tenant_claim: str) -> TokenMinter:
     """Just the minter (for `aml-mcp token` and tests): signs with the data directory's dev keys."""
     return TokenMinter(
         DevSigningKeys(data_dir),
-        issuer=dev_issuer(resource_url, settings.dev.path),
+        issuer=dev_issuer(resource_url, path),
         default_audience=resource_url,
-        tenant_claim=settings.tenant_claim,
+        tenant_claim=tenant_claim,
     )
 
 
 def build_dev_auth(
-    settings: AuthSettings,
+    settings: DevAuthSettings,
     *,
     data_dir: Path,
     resource_url: str,
+    tenant_claim: str,
     hierarchy: ScopeHierarchy,
     users: UserDirectory | None = None,
     fetch_client_metadata: CimdFetcher | None = fetch_client_metadata_document,
 ) -> DevAuth:
     users = users or UserDirectory()
-    minter = token_minter(data_dir, settings, resource_url)
+    minter = token_minter(data_dir, resource_url=resource_url, path=settings.path, tenant_claim=tenant_claim)
     store = DevStore(data_dir / "devauth.db")
     secret = service_client_secret(data_dir)
     store.put_client(
@@ -109,15 +110,13 @@ def build_dev_auth(
             response_types=(),
             token_endpoint_auth_method="client_secret_basic",  # noqa: S106
             client_name="aml-mcp service account",
-            tenant=settings.dev.client_credentials_tenant,
+            tenant=settings.client_credentials_tenant,
             secret_sha256=digest(secret),
         )
     )
-    scopes: set[str] = set()
+    scopes: set[str] = set(hierarchy.scopes)
     for user in users:
         scopes |= user.scopes
-    for parent, children in settings.scope_hierarchy.items():
-        scopes |= {parent, *children}
     server = DevAuthorizationServer(
         issuer=minter.issuer,
         default_resource=resource_url,
@@ -125,8 +124,8 @@ def build_dev_auth(
         minter=minter,
         hierarchy=hierarchy,
         scopes_supported=sorted(scopes),
-        access_token_ttl=settings.dev.access_token_ttl_seconds,
-        refresh_token_ttl=settings.dev.refresh_token_ttl_seconds,
+        access_token_ttl=settings.access_token_ttl_seconds,
+        refresh_token_ttl=settings.refresh_token_ttl_seconds,
         fetch_client_metadata=fetch_client_metadata,
     )
     routes = DevAuthRoutes(
@@ -134,7 +133,7 @@ def build_dev_auth(
         users=users,
         keys=minter.keys,
         form_secret=load_or_create_secret(data_dir / "keys" / "devauth-form.key"),
-        mount_path=settings.dev.path,
+        mount_path=settings.path,
     )
     return DevAuth(
         issuer=minter.issuer,

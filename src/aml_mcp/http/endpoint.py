@@ -13,7 +13,13 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import HEADER_MISMATCH, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types import (
+    HEADER_MISMATCH,
+    INVALID_REQUEST,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,9 +27,6 @@ from starlette.types import Message, Receive, Scope, Send
 
 from aml_mcp.http.responses import jsonrpc_error, request_id_of
 from aml_mcp.principal import LOCAL_PRINCIPAL, PRINCIPAL_SCOPE_KEY, Principal
-
-PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
-LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
 
 
 class Admission(Protocol):
@@ -76,7 +79,7 @@ def streams(message: Any) -> bool:
         return True
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and ("progressToken" in meta or LOG_LEVEL_KEY in meta)
+    return isinstance(meta, dict) and ("progressToken" in meta or LOG_LEVEL_META_KEY in meta)
 
 
 def _version_refusal(header: str | None, message: Any) -> Response | None:
@@ -90,7 +93,7 @@ def _version_refusal(header: str | None, message: Any) -> Response | None:
         return None
     params = message.get("params") if isinstance(message, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None
-    body_version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, dict) else None
+    body_version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
     if body_version is not None and body_version != header:
         return jsonrpc_error(
             400,

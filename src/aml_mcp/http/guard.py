@@ -9,13 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
+from mcp_types import INVALID_REQUEST
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aml_mcp.http.responses import jsonrpc_error
-
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-INVALID_REQUEST = -32600
+from aml_mcp.loopback import LOOPBACK_HOSTS
 
 
 class _Patterns:

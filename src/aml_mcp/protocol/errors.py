@@ -7,7 +7,7 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+from aml_mcp.protocol.capabilities import TASKS_EXTENSION
 
 
 def missing_capability(required: dict[str, Any], what: str) -> MCPError:

@@ -26,11 +26,12 @@ from pydantic import ValidationError
 
 from aml_mcp import __version__
 from aml_mcp.catalog import Catalog
-from aml_mcp.catalog.invocation import InputRequired, RoundTripContext
-from aml_mcp.catalog.tools import Execution, ToolSpec
-from aml_mcp.principal import Principal, principal_in
+from aml_mcp.catalog.tools import Execution, ToolSpec, tool_error
+from aml_mcp.principal import Principal
 from aml_mcp.protocol.capabilities import declared, declares_tasks
 from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
+from aml_mcp.protocol.request import request_principal
+from aml_mcp.protocol.round_trip import InputRequired, RoundTripContext
 
 SERVER_NAME = "aml-mcp"
 T = TypeVar("T")
@@ -49,14 +50,6 @@ class TaskStarter(Protocol):
         client_capabilities: types.ClientCapabilities,
         answers: Mapping[str, Any],
     ) -> dict[str, Any]: ...
-
-
-def request_principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
-    """The verified caller of this request, as the HTTP layer attached it."""
-    request = ctx.request
-    if request is None:
-        raise MCPError(code=INTERNAL_ERROR, message="Internal error")
-    return principal_in(request.scope)
 
 
 def _owner_binding(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -97,8 +90,7 @@ def _round_trip_context(ctx: ServerRequestContext[Any, Any], request_state: str 
 
 def _invalid_arguments(errors: Sequence[str]) -> types.CallToolResult:
     """Argument errors are tool execution errors, so the model can correct itself and retry."""
-    text = "Invalid arguments:\n" + "\n".join(f"- {error}" for error in errors[:20])
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+    return tool_error("Invalid arguments:\n" + "\n".join(f"- {error}" for error in errors[:20]))
 
 
 async def _guarded(outcome: Awaitable[T]) -> T:

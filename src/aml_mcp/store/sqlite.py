@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio.to_thread
 
@@ -28,6 +28,13 @@ T = TypeVar("T")
 Operation = Callable[[sqlite3.Connection], T]
 
 MAX_BATCH = 256
+
+
+class Migration(NamedTuple):
+    """One component's schema: an append-only list of SQL scripts (add a step, never edit one)."""
+
+    component: str
+    steps: Sequence[str]
 
 
 @dataclass(slots=True)
@@ -190,6 +197,10 @@ class SqliteDatabase:
         path: those take microseconds, far less than the hop to a worker thread and back.
         """
         return operation(self._reader())
+
+    async def apply(self, migration: Migration) -> int:
+        """`migrate` for a component's `Migration`."""
+        return await self.migrate(migration.component, migration.steps)
 
     async def migrate(self, component: str, steps: Sequence[str]) -> int:
         """Bring `component`'s tables up to date; returns its schema version.

@@ -7,13 +7,11 @@ synchronous, must not block, and are called on the event loop.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from aml_mcp.listeners import Listeners
 from aml_mcp.subscriptions.events import Event
-
-logger = logging.getLogger(__name__)
 
 Listener = Callable[[Event], None]
 
@@ -30,23 +28,13 @@ class LocalEventBus:
     """In-process fan-out, for the single-process (SQLite) deployment."""
 
     def __init__(self) -> None:
-        self._listeners: dict[object, Listener] = {}
+        self._listeners: Listeners[[Event]] = Listeners()
 
     def publish(self, event: Event) -> None:
-        for listener in list(self._listeners.values()):
-            try:
-                listener(event)
-            except Exception:
-                logger.exception("event listener raised; continuing")
+        self._listeners.fire(event)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        token = object()
-        self._listeners[token] = listener
-
-        def unsubscribe() -> None:
-            self._listeners.pop(token, None)
-
-        return unsubscribe
+        return self._listeners.add(listener)
 
     def __len__(self) -> int:
         return len(self._listeners)

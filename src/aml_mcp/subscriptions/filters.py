@@ -35,6 +35,10 @@ class TaskLookup(Protocol):
         """What `tasks/get` would answer now, or `None`."""
         ...
 
+    async def scopes_to_follow(self, task_id: str, principal: Principal) -> frozenset[str]:
+        """The scopes following a task needs, for the gate: none for an id the caller does not own."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Accepted:

@@ -27,21 +27,39 @@ import anyio
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.context import ServerRequestContext
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from pydantic import BaseModel, ConfigDict
 
 from aml_mcp.principal import Principal
-from aml_mcp.protocol.capabilities import declared
+from aml_mcp.protocol.capabilities import declared, declares_tasks
 from aml_mcp.protocol.errors import invalid_params
-from aml_mcp.protocol.server import request_principal
+from aml_mcp.protocol.request import request_principal
+from aml_mcp.scope_rules import NO_SCOPES, ScopeRule
 from aml_mcp.subscriptions.bus import EventBus
 from aml_mcp.subscriptions.events import AccessChanged, Event, ListChanged, ResourceUpdated, TaskChanged
-from aml_mcp.subscriptions.filters import Accepted, TaskLookup, accept
+from aml_mcp.subscriptions.filters import MAX_TASK_IDS, TASK_FILTER, Accepted, TaskLookup, accept
 from aml_mcp.subscriptions.policy import StreamPolicy
 
 logger = logging.getLogger(__name__)
 
-SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 CLOSE_REASON_KEY = "aml-mcp/closeReason"
+
+
+def listen_scope_rule(tasks: TaskLookup) -> ScopeRule:
+    """Following tasks needs, as `tasks/get` does, the scope of each owned task's tool (checked at the
+    gate, so a token without it gets a 403 it can step up from); ids the caller does not own need none."""
+
+    async def rule(params: Mapping[str, Any], principal: Principal) -> frozenset[str]:
+        notifications = params.get("notifications")
+        task_ids = notifications.get(TASK_FILTER) if isinstance(notifications, Mapping) else None
+        if not declares_tasks(params) or not isinstance(task_ids, list) or len(task_ids) > MAX_TASK_IDS:
+            return NO_SCOPES
+        needed: set[str] = set()
+        for task_id in dict.fromkeys(item for item in task_ids if isinstance(item, str) and item):
+            needed |= await tasks.scopes_to_follow(task_id, principal)
+        return frozenset(needed)
+
+    return rule
 
 
 class ListenParams(types.RequestParams):
@@ -166,7 +184,7 @@ class ListenHandler:
         )
         if len(self._streams) >= self._max_streams:
             raise invalid_params("Too many open subscriptions on this server; try again later")
-        meta: dict[str, Any] = {SUBSCRIPTION_ID_KEY: subscription_id}
+        meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
 
         async def emit(method: str, body: Mapping[str, Any]) -> None:
             notification = _Notification(method=method, params={**body, "_meta": meta})

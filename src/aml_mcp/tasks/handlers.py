@@ -5,9 +5,9 @@ request's `_meta` (-32021, before anything is looked up); `params.taskId` must b
 the `Mcp-Name` header must carry exactly it (-32020, which the SDK sends as HTTP 400 — the SDK
 itself checks `Mcp-Name` only for tools, prompts and resources); then the task is looked up by
 id and owner in one query, and unknown, foreign and expired ids all get the same -32602 with
-the same message. The scope check happened earlier, at the HTTP gate (`access.task_scope_rule`).
-Every decision is audited. `tasks/list` and `tasks/result` are deliberately not registered: the
-SDK answers them -32601.
+the same message. The scope check happened earlier, at the HTTP gate, by the rule these handlers
+hand the composition root (`TaskHandlers.scope_rules`). Every decision is audited. `tasks/list`
+and `tasks/result` are deliberately not registered: the SDK answers them -32601.
 """
 
 from __future__ import annotations
@@ -23,17 +23,19 @@ from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types import HEADER_MISMATCH
 from pydantic import ConfigDict, Field
 
+from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
 from aml_mcp.catalog.tools import ToolSpec
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.capabilities import declared, declares_tasks
 from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
-from aml_mcp.protocol.server import request_principal
-from aml_mcp.tasks.audit import TaskAudit, task_event
+from aml_mcp.protocol.request import request_principal
+from aml_mcp.scope_rules import NO_SCOPES, ScopeRule
 from aml_mcp.tasks.service import CancelVerdict, TaskService, UpdateVerdict
 from aml_mcp.tasks.wire import ack, create_task_result, detailed_task
 
 TASK_NOT_FOUND = "Task not found"
 """The one answer for unknown, foreign and expired ids alike."""
+TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 
 
 class TaskIdParams(types.RequestParams):
@@ -50,10 +52,52 @@ class UpdateTaskParams(TaskIdParams):
 class TaskHandlers:
     """Implements `TaskStarter` for `tools/call` and serves `tasks/get|update|cancel`."""
 
-    def __init__(self, service: TaskService, audit: TaskAudit, poll_interval_ms: int) -> None:
+    def __init__(self, service: TaskService, audit: AuditRecorder, poll_interval_ms: int) -> None:
         self._service = service
-        self._audit = audit
+        self._record = audit
         self._poll_ms = poll_interval_ms
+
+    @property
+    def scope_rules(self) -> dict[str, ScopeRule]:
+        """`tasks/*` needs the scope of the tool that created the task, checked with *this* request's token.
+
+        The rule looks the task up by id and owner (one query, like every task lookup); an unknown,
+        foreign or expired id needs no scope, so it goes on to fail as unknown — the gate never
+        reveals that somebody else's task exists. A request that did not declare the extension
+        needs no scope either: it is refused with -32021 before any lookup.
+        """
+        service = self._service
+
+        async def rule(params: Mapping[str, Any], principal: Principal) -> frozenset[str]:
+            task_id = params.get("taskId")
+            if not declares_tasks(params) or not isinstance(task_id, str) or not task_id:
+                return NO_SCOPES
+            scope = await service.scope_of(task_id, principal.owner)
+            return frozenset({scope}) if scope else NO_SCOPES
+
+        return dict.fromkeys(TASK_METHODS, rule)
+
+    def _audit(
+        self,
+        principal: Principal,
+        method: str,
+        decision: Decision,
+        reason: str,
+        *,
+        task_id: object = None,
+        tool: str | None = None,
+    ) -> None:
+        """One decision about a task: the trail keeps only a prefix of the id (`task_reference`)."""
+        self._record(
+            AuditEvent.about(
+                principal,
+                decision=decision,
+                reason=reason,
+                method=method,
+                target=task_reference(task_id),
+                detail={"tool": tool} if tool else None,
+            )
+        )
 
     def register(self, server: Server[Any]) -> None:
         server.add_request_handler("tasks/get", TaskIdParams, self.get)
@@ -78,7 +122,7 @@ class TaskHandlers:
             answers=answers,
         )
         self._audit(
-            task_event(principal, "tools/call", "allow", "task_created", task_id=task.task_id, tool=tool.name)
+            principal, "tools/call", Decision.ALLOW, "task_created", task_id=task.task_id, tool=tool.name
         )
         return create_task_result(task, self._poll_ms)
 
@@ -87,22 +131,22 @@ class TaskHandlers:
         principal = request_principal(ctx)
         method = ctx.method
         if not declares_tasks(declared(ctx)):
-            self._audit(task_event(principal, method, "deny", "missing_extension", task_id=params.task_id))
+            self._audit(principal, method, Decision.DENY, "missing_extension", task_id=params.task_id)
             raise missing_tasks_extension()
         task_id = params.task_id
         if not isinstance(task_id, str) or not task_id:
-            self._audit(task_event(principal, method, "deny", "invalid_params"))
+            self._audit(principal, method, Decision.DENY, "invalid_params")
             raise invalid_params("params.taskId must be a non-empty string")
         headers = ctx.request.headers if ctx.request is not None else {}
         routed = headers.get(MCP_NAME_HEADER)
         # RFC 9110 §5.5: optional whitespace around a field value is not part of it.
         if routed is None or decode_header_value(routed.strip(" \t")) != task_id:
-            self._audit(task_event(principal, method, "deny", "routing_mismatch", task_id=task_id))
+            self._audit(principal, method, Decision.DENY, "routing_mismatch", task_id=task_id)
             raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header must equal params.taskId")
         return principal, task_id
 
     def _not_found(self, principal: Principal, method: str, task_id: str) -> MCPError:
-        self._audit(task_event(principal, method, "deny", "not_found", task_id=task_id))
+        self._audit(principal, method, Decision.DENY, "not_found", task_id=task_id)
         return invalid_params(TASK_NOT_FOUND)
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
@@ -110,25 +154,25 @@ class TaskHandlers:
         task = await self._service.get(task_id, principal.owner)
         if task is None:
             raise self._not_found(principal, ctx.method, task_id)
-        self._audit(task_event(principal, ctx.method, "allow", "ok", task_id=task_id, tool=task.tool))
+        self._audit(principal, ctx.method, Decision.ALLOW, "ok", task_id=task_id, tool=task.tool)
         return detailed_task(task, self._poll_ms)
 
     async def update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
         principal, task_id = self._admit(ctx, params)
         responses = params.input_responses
         if not isinstance(responses, dict):
-            self._audit(task_event(principal, ctx.method, "deny", "invalid_params", task_id=task_id))
+            self._audit(principal, ctx.method, Decision.DENY, "invalid_params", task_id=task_id)
             raise invalid_params("params.inputResponses must be an object")
         outcome = await self._service.update(task_id, principal.owner, responses)
         if outcome.verdict is UpdateVerdict.NOT_FOUND:
             raise self._not_found(principal, ctx.method, task_id)
         if outcome.verdict is UpdateVerdict.INVALID:
-            self._audit(task_event(principal, ctx.method, "deny", "invalid_response", task_id=task_id))
+            self._audit(principal, ctx.method, Decision.DENY, "invalid_response", task_id=task_id)
             raise invalid_params(
                 f"inputResponses[{outcome.invalid_key!r}] is not a valid response to its input request"
             )
         reason = "answers_accepted" if outcome.accepted else "nothing_outstanding"
-        self._audit(task_event(principal, ctx.method, "allow", reason, task_id=task_id))
+        self._audit(principal, ctx.method, Decision.ALLOW, reason, task_id=task_id)
         return ack()
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
@@ -137,5 +181,5 @@ class TaskHandlers:
         if verdict is CancelVerdict.NOT_FOUND:
             raise self._not_found(principal, ctx.method, task_id)
         reason = "already_terminal" if verdict is CancelVerdict.ALREADY_TERMINAL else "cancel_requested"
-        self._audit(task_event(principal, ctx.method, "allow", reason, task_id=task_id))
+        self._audit(principal, ctx.method, Decision.ALLOW, reason, task_id=task_id)
         return ack()

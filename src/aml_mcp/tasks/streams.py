@@ -1,4 +1,4 @@
-"""Tasks as seen from listen streams: which ids a caller may follow, and a change feed for the bus.
+"""Tasks as listen streams see them: which ids a caller may follow, and a change feed for the bus.
 
 `PublishingTaskStore` wraps any `TaskStore`: after a committed change of status (or of the
 input requests an `input_required` task shows), it publishes the task's complete state — what
@@ -21,7 +21,8 @@ from aml_mcp.tasks.store import Change, LeaseReport, TaskStore
 from aml_mcp.tasks.wire import detailed_task
 
 
-def task_event(task: TaskRecord, poll_interval_ms: int) -> TaskChanged:
+def changed_event(task: TaskRecord, poll_interval_ms: int) -> TaskChanged:
+    """The bus event for a committed change: the task's complete state, with its owner and scope."""
     return TaskChanged(
         owner=task.owner, task_id=task.task_id, scope=task.scope, state=detailed_task(task, poll_interval_ms)
     )
@@ -66,7 +67,7 @@ class PublishingTaskStore:
             lease_free=lease_free,
         )
         if updated is not None and (change.status is not None or change.input_requests is not None):
-            self._bus.publish(task_event(updated, self._poll_interval_ms))
+            self._bus.publish(changed_event(updated, self._poll_interval_ms))
         return updated
 
     async def renew(self, holder: str, lease_until_ms: int, now_ms: int) -> LeaseReport:
@@ -95,6 +96,11 @@ class FollowableTasks:
         if task is None:
             return None
         return frozenset({task.scope}) if task.scope else frozenset()
+
+    async def scopes_to_follow(self, task_id: str, principal: Principal) -> frozenset[str]:
+        """The scope following this task needs; none for an unknown, foreign or expired id."""
+        scope = await self._store.scope_of(task_id, principal.owner, self._clock.now_ms())
+        return frozenset({scope}) if scope else frozenset()
 
     async def snapshot(self, task_id: str, principal: Principal) -> Mapping[str, Any] | None:
         task = await self._store.find(task_id, principal.owner, self._clock.now_ms())

@@ -1,27 +1,28 @@
-"""Everything the composition root needs for tasks, built in one call and used in a few lines.
+"""Assembles the Tasks extension for the composition root: `build_tasks(settings, ...) -> Tasks`.
 
-`build_tasks` assembles store, runner, service, handlers and sweeper on the shared database;
-the returned `Tasks` hands app.py the migration, the `TaskStarter`, the extension to advertise,
-the handler registration, the scope rules and the lifetime (runner and sweeper) to enter.
+`build_tasks` puts store, runner, service, handlers and sweeper together on the shared database;
+the returned `Tasks` is a `Component` (its schema, the `tasks/*` scope rules, runner and sweeper
+for the app's lifetime) and also hands app.py the `TaskStarter` for `tools/call`, the extension to
+advertise, and what listen streams need to follow tasks.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from mcp.server.lowlevel.server import Server
+from starlette.routing import BaseRoute
 
+from aml_mcp.audit import AuditRecorder
 from aml_mcp.catalog.tools import ToolRegistry
-from aml_mcp.protocol.errors import TASKS_EXTENSION
-from aml_mcp.scope_rules import ScopeRules
-from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.protocol.capabilities import TASKS_EXTENSION
+from aml_mcp.scope_rules import ScopeRule
+from aml_mcp.store.sqlite import Migration, SqliteDatabase
 from aml_mcp.subscriptions.bus import EventBus
-from aml_mcp.tasks.access import add_task_scope_rules
-from aml_mcp.tasks.audit import LoggingTaskAudit, TaskAudit
 from aml_mcp.tasks.clock import Clock, SystemClock
 from aml_mcp.tasks.handlers import TaskHandlers
 from aml_mcp.tasks.retention import Sweeper
@@ -35,23 +36,27 @@ from aml_mcp.tasks.streams import FollowableTasks, PublishingTaskStore
 
 @dataclass(frozen=True, slots=True)
 class Tasks:
-    migration: tuple[str, list[str]]
     handlers: TaskHandlers
     service: TaskService
     runner: TaskRunner
     sweeper: Sweeper
     following: FollowableTasks
     """Which tasks a caller may follow on a listen stream, and their current state."""
+    migrations: Sequence[Migration] = (Migration(COMPONENT, MIGRATIONS),)
+    routes: Sequence[BaseRoute] = ()
+
+    @property
+    def scope_rules(self) -> Mapping[str, ScopeRule]:
+        return self.handlers.scope_rules
 
     @property
     def extensions(self) -> dict[str, dict[str, Any]]:
         """For `build_server(extensions=...)`: advertised in `server/discover`."""
         return {TASKS_EXTENSION: {}}
 
-    def register(self, server: Server[Any], scope_rules: ScopeRules) -> None:
-        """Serve `tasks/get|update|cancel` and tell the scope gate what each needs."""
+    def register(self, server: Server[Any]) -> None:
+        """Serve `tasks/get|update|cancel`."""
         self.handlers.register(server)
-        add_task_scope_rules(scope_rules, self.service)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -69,21 +74,17 @@ def build_tasks(
     *,
     database: SqliteDatabase,
     tools: ToolRegistry,
-    audit: TaskAudit | None = None,
+    audit: AuditRecorder,
+    bus: EventBus,
     clock: Clock | None = None,
-    bus: EventBus | None = None,
 ) -> Tasks:
-    """With a `bus`, every committed status change is published for listen streams."""
+    """Every committed status change is published on `bus` for listen streams."""
     clock = clock or SystemClock()
-    store: TaskStore = SqliteTaskStore(database)
-    if bus is not None:
-        store = PublishingTaskStore(store, bus, clock, settings.poll_interval_ms)
+    store: TaskStore = PublishingTaskStore(SqliteTaskStore(database), bus, clock, settings.poll_interval_ms)
     runner = TaskRunner(store, tools, settings, clock)
     service = TaskService(store, runner, settings, clock)
-    handlers = TaskHandlers(service, audit or LoggingTaskAudit(), settings.poll_interval_ms)
     return Tasks(
-        migration=(COMPONENT, MIGRATIONS),
-        handlers=handlers,
+        handlers=TaskHandlers(service, audit, settings.poll_interval_ms),
         service=service,
         runner=runner,
         sweeper=Sweeper(store, clock, settings.sweep_interval_ms),

@@ -16,26 +16,18 @@ no argument through which a caller could name another tenant.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from aml_mcp.aml.note_store import (
-    NoteFilter,
-    TenantNotes,
-    VectorSpaceMismatchError,
-    normalise_identifier,
-    normalise_name,
-    parse_iso_bound,
-)
-from aml_mcp.aml.notes import CaseNote, Subject, normalise_typology
+from aml_mcp.aml.note_store import NoteFilter, TenantNotes, VectorSpaceMismatchError, parse_iso_bound
+from aml_mcp.aml.notes import CaseNote, Subject, normalise_identifier, normalise_name, normalise_typology
 from aml_mcp.aml.search.dense import nearest
 from aml_mcp.aml.search.embeddings import Embedder
 from aml_mcp.aml.search.fusion import TUNED_WEIGHTS, FusionWeights, fuse
 from aml_mcp.aml.search.identifiers import identifier_candidates
+from aml_mcp.aml.search.lexical import lexical_terms, match_expression
 from aml_mcp.aml.search.snippets import Highlighter
 
 _log = logging.getLogger(__name__)
@@ -48,86 +40,6 @@ IDENTIFIER_BOOST = 10.0
 SNIPPET_TOKENS = 24
 HIGHLIGHT = ("**", "**")
 """Markdown bold: the assistants that read results render or understand it."""
-
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "but",
-        "by",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "his",
-        "how",
-        "i",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "she",
-        "so",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-        "any",
-        "all",
-        "about",
-        "show",
-        "find",
-        "notes",
-        "note",
-        "case",
-        "cases",
-        "related",
-        "involving",
-        "regarding",
-    ]
-)
-_MAX_LEXICAL_TERMS = 32
 
 
 class SearchMode(StrEnum):
@@ -147,16 +59,41 @@ def _check_bound(value: str | None) -> str | None:
 
 
 class SearchRequest(BaseModel):
-    """The arguments of `search_aml_notes` (the tenant is never one of them)."""
+    """The arguments of `search_aml_notes` (the tenant is never one of them).
+
+    The tool's input schema is generated from this model (`catalog.arguments`), so the contract an
+    assistant reads and the validation the body runs are one definition.
+    """
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    query: str = Field(min_length=1, max_length=1000, description="What to look for, in any words.")
-    top_k: int = Field(default=10, ge=1, le=MAX_TOP_K, description="How many notes to return (1-50).")
-    date_from: Annotated[str | None, Field(description="Earliest note date, ISO 8601, inclusive.")] = None
-    date_to: Annotated[str | None, Field(description="Latest note date, ISO 8601, inclusive.")] = None
-    typology: str | None = Field(default=None, max_length=100, description="Only notes with this typology.")
-    case_id: str | None = Field(default=None, max_length=128, description="Only notes of this case.")
+    query: str = Field(
+        min_length=1,
+        max_length=1000,
+        description="What to look for, in any words, or an account id, name or case id.",
+    )
+    top_k: int = Field(
+        default=10, ge=1, le=MAX_TOP_K, description=f"How many notes to return (1-{MAX_TOP_K})."
+    )
+    date_from: str | None = Field(
+        default=None,
+        max_length=40,
+        description="Earliest note date, inclusive: YYYY-MM-DD or an ISO 8601 date-time.",
+    )
+    date_to: str | None = Field(
+        default=None,
+        max_length=40,
+        description="Latest note date, inclusive: YYYY-MM-DD or an ISO 8601 date-time.",
+    )
+    typology: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="Only notes with this typology code, e.g. structuring or crypto_mixing.",
+    )
+    case_id: str | None = Field(
+        default=None, min_length=1, max_length=128, description="Only notes of this case."
+    )
 
     _bounds = field_validator("date_from", "date_to")(_check_bound)
 
@@ -192,22 +129,6 @@ class SearchHit(BaseModel):
         default_factory=list, description="Exact identifiers from the query found on this note."
     )
     typologies: list[str] = Field(default_factory=list)
-
-
-def lexical_terms(query: str) -> list[str]:
-    """The query's content words, lower-cased, deduplicated, bounded in number.
-
-    Words are runs of letters and digits only, so no FTS5 syntax (quotes, `*`, `:`, `NEAR`,
-    parentheses) can get through; the store quotes each one.
-    """
-    words = [w for w in (m.group(0).lower() for m in _WORD.finditer(query)) if w not in _STOPWORDS]
-    return list(dict.fromkeys(words))[:_MAX_LEXICAL_TERMS]
-
-
-def lexical_match(query: str) -> str | None:
-    """An FTS5 expression OR-ing all the query's content words, each quoted."""
-    words = lexical_terms(query)
-    return " OR ".join(f'"{w}"' for w in words) if words else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +176,9 @@ class NoteSearch:
     def candidates(self, notes: TenantNotes, request: SearchRequest, mode: SearchMode) -> Candidates:
         """Lexical, dense and exact-identifier candidates of `request` within `notes`."""
         where = request.note_filter()
-        match = notes.match_expression(lexical_terms(request.query)) if mode is not SearchMode.DENSE else None
+        match = (
+            match_expression(notes, lexical_terms(request.query)) if mode is not SearchMode.DENSE else None
+        )
         lexical: dict[int, float] = {}
         dense: dict[int, float] = {}
         exact: dict[int, list[str]] = {}

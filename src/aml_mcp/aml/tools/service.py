@@ -23,7 +23,7 @@ from aml_mcp.aml.search.embeddings import Embedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchHit, SearchRequest
 
 
-class AmlServices:
+class AmlService:
     def __init__(
         self,
         *,

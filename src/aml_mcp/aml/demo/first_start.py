@@ -1,0 +1,31 @@
+"""The demo corpus on a first start: `aml-mcp serve` fills an empty notes store, so there is
+something to search before any bank has loaded its own notes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from aml_mcp.aml.demo.corpus import load_demo
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.aml.settings import AmlSettings
+
+
+def load_demo_if_empty(
+    settings: AmlSettings, data_dir: Path, announce: Callable[[str], None] | None = None
+) -> dict[str, int]:
+    """Load the demo banks when the notes store holds no tenant at all; notes written per bank.
+
+    Never touches a store that holds anything (a bank's own data, or an earlier demo load).
+    `announce` hears, before the work starts, that it is about to take a while.
+    """
+    size = settings.demo_notes_per_tenant
+    if size == 0:
+        return {}
+    with NoteStore.open(data_dir) as store:
+        if store.tenants():
+            return {}
+        if announce is not None:
+            announce(f"the notes store is empty: loading the demo corpus ({size} notes per bank)")
+        return load_demo(store, StaticEmbedder.load(), size, settings.demo_seed)

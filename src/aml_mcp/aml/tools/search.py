@@ -1,0 +1,153 @@
+"""`search_aml_notes` (sync, `aml:read`): hybrid search over the caller's bank's notes.
+
+Its input schema is generated from `SearchRequest`, the model the body validates with, so the
+contract and the validation cannot drift. The search itself runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from pydantic import ValidationError
+
+from aml_mcp.aml.notes import normalise_identifier, normalise_name, normalise_typology
+from aml_mcp.aml.search.engine import SearchHit, SearchRequest
+from aml_mcp.aml.search.identifiers import identifier_candidates
+from aml_mcp.aml.settings import AmlSettings
+from aml_mcp.aml.tools.schema_parts import STRING, _strings
+from aml_mcp.aml.tools.scopes import READ
+from aml_mcp.aml.tools.service import AmlService
+from aml_mcp.catalog.arguments import arguments_schema
+from aml_mcp.catalog.invocation import InvocationContext
+from aml_mcp.catalog.tools import Execution, ToolSpec, tool_error
+
+SEARCH_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "results": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "note_id": STRING,
+                    "case_id": STRING,
+                    "created_at": {"type": "string", "description": "ISO 8601, UTC."},
+                    "score": {
+                        "type": "number",
+                        "description": "Higher is better; exact identifier matches lead.",
+                    },
+                    "snippet": {
+                        "type": "string",
+                        "description": "Text around the query's words, **marked**.",
+                    },
+                    "subjects": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "name": STRING,
+                                "account_id": {"type": ["string", "null"]},
+                                "role": {"type": ["string", "null"]},
+                            },
+                            "required": ["name"],
+                        },
+                    },
+                    "matched_subjects": {
+                        **_strings(),
+                        "description": "Names of the note's subjects the query named (by name or account).",
+                    },
+                    "matched_identifiers": {
+                        **_strings(),
+                        "description": "Kinds of exact identifiers from the query found on the note.",
+                    },
+                    "typologies": _strings(),
+                },
+                "required": ["note_id", "case_id", "score", "snippet", "subjects", "matched_subjects"],
+            },
+        }
+    },
+    "required": ["results"],
+}
+
+
+def _validation_text(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        lines.append(f"- {where}: {err['msg']}")
+    return "Invalid arguments:\n" + "\n".join(lines)
+
+
+# -- search_aml_notes ---------------------------------------------------------------------------
+
+
+def _matched_subjects(hit: SearchHit, query: str) -> list[str]:
+    candidates = set(identifier_candidates(query))
+    spoken = f" {normalise_name(query)} "
+    return [
+        s.name
+        for s in hit.subjects
+        if normalise_name(s.name) in candidates
+        or f" {normalise_name(s.name)} " in spoken
+        or (s.account_id is not None and normalise_identifier(s.account_id) in candidates)
+    ]
+
+
+def _search_result(hit: SearchHit, query: str) -> dict[str, Any]:
+    """One hit on the wire (dates of birth stay out of search results: finding a note needs none)."""
+    return {
+        "note_id": hit.note_id,
+        "case_id": hit.case_id,
+        "created_at": hit.created_at,
+        "score": hit.score,
+        "snippet": hit.snippet,
+        "subjects": [{"name": s.name, "account_id": s.account_id, "role": s.role} for s in hit.subjects],
+        "matched_subjects": _matched_subjects(hit, query),
+        "matched_identifiers": hit.matched_identifiers,
+        "typologies": hit.typologies,
+    }
+
+
+def search_tool(services: AmlService, settings: AmlSettings) -> ToolSpec:
+    async def body(arguments: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
+        try:
+            request = SearchRequest.model_validate({"top_k": settings.search_default_top_k, **arguments})
+        except ValidationError as exc:
+            return tool_error(_validation_text(exc))
+        if request.typology is not None and not normalise_typology(request.typology):
+            # It would normalise to no code at all, which the dense half of the search reads as "no filter".
+            return tool_error("Invalid arguments:\n- typology: must contain a letter or digit")
+        hits = await services.search(ctx.principal.tenant, request)
+        results = [_search_result(hit, request.query) for hit in hits]
+        lines = [
+            f"{i}. {r['note_id']} (case {r['case_id']}, {r['created_at'][:10]}, score {r['score']:.3f}): "
+            f"{r['snippet']}"
+            for i, r in enumerate(results, start=1)
+        ]
+        return types.CallToolResult(
+            content=[types.TextContent(text="\n".join(lines) or "No matching notes.")],
+            structured_content={"results": results},
+        )
+
+    return ToolSpec(
+        name="search_aml_notes",
+        title="Search AML case notes",
+        description=(
+            "Search your institution's AML case notes: hybrid keyword and meaning search, with exact "
+            "matches on account ids, subject names and case ids ranked first. Optional filters: note "
+            "date range, typology code, case id. Returns notes with a highlighted snippet and the "
+            "subjects the query named."
+        ),
+        input_schema=arguments_schema(SearchRequest, top_k=settings.search_default_top_k),
+        output_schema=SEARCH_OUTPUT,
+        annotations=types.ToolAnnotations(
+            read_only_hint=True,
+            destructive_hint=False,
+            open_world_hint=False,
+        ),
+        scope=READ,
+        execution=Execution.SYNC,
+        idempotent=True,
+        body=body,
+    )

@@ -1,0 +1,47 @@
+"""Assembles the audit trail for the composition root: `build_audit(...) -> AuditTrail`.
+
+The trail is built first, because every other component records into it, and closed last (its
+`running()` is entered first), so the final decisions of a stopping server are still written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from starlette.routing import BaseRoute
+
+from aml_mcp.audit.log import AuditLog, AuditSink
+from aml_mcp.audit.sinks import AUDIT_FILE_NAME, JsonLinesSink, LoggerSink
+from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, StoreSink
+from aml_mcp.scope_rules import ScopeRule
+from aml_mcp.store.sqlite import Migration, SqliteDatabase
+
+
+@dataclass(frozen=True, slots=True)
+class AuditTrail:
+    """The audit log as a `Component`: its table, and a flush-and-close when the app stops."""
+
+    log: AuditLog
+    migrations: Sequence[Migration] = (Migration(AUDIT_COMPONENT, AUDIT_MIGRATIONS),)
+    routes: Sequence[BaseRoute] = ()
+    scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            self.log.close()
+
+
+def build_audit(database: SqliteDatabase, *, data_dir: Path, to_file: bool, to_log: bool) -> AuditTrail:
+    """Events go to the database table, and optionally to `DATA_DIR/audit.jsonl` and a logger."""
+    sinks: list[AuditSink] = [StoreSink(database)]
+    if to_file:
+        sinks.append(JsonLinesSink(data_dir / AUDIT_FILE_NAME))
+    if to_log:
+        sinks.append(LoggerSink())
+    return AuditTrail(AuditLog(sinks))

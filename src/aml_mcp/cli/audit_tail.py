@@ -1,0 +1,39 @@
+"""`aml-mcp audit tail`: the newest audit events, as JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, recent_events
+from aml_mcp.cli.options import data_options, settings_from
+from aml_mcp.config import Settings
+from aml_mcp.store.sqlite import SqliteDatabase
+
+
+async def _tail(settings: Settings, limit: int) -> list[dict[str, Any]]:
+    database = SqliteDatabase(settings.ensure_data_dir() / "aml-mcp.db")
+    database.open()
+    try:
+        await database.migrate(AUDIT_COMPONENT, AUDIT_MIGRATIONS)
+        return recent_events(database, limit)
+    finally:
+        database.close()
+
+
+def _audit_tail(args: argparse.Namespace) -> int:
+    for event in asyncio.run(_tail(settings_from(args), args.n)):
+        print(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+    return 0
+
+
+def add_commands(commands: Any) -> None:
+    audit = commands.add_parser("audit", help="the audit trail")
+    audit_commands = audit.add_subparsers(dest="audit_command", required=True)
+    tail = audit_commands.add_parser(
+        "tail", parents=[data_options()], help="print the newest audit events as JSON lines"
+    )
+    tail.add_argument("-n", type=int, default=20, help="how many events (default 20)")
+    tail.set_defaults(run=_audit_tail)

@@ -1,0 +1,47 @@
+"""`aml-mcp ingest` and `aml-mcp reembed`: a bank's case notes into the notes store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from aml_mcp.aml.ingest import reembed_tenant, run_ingest
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.cli.options import data_options, settings_from
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    return run_ingest(args.file, args.tenant, settings.ensure_data_dir())
+
+
+def _reembed(args: argparse.Namespace) -> int:
+    """After an upgrade that ships a new embedding table: recompute stored vectors (never at start-up)."""
+    settings = settings_from(args)
+    embedder = StaticEmbedder.load()
+    with NoteStore.open(settings.ensure_data_dir()) as store:
+        for tenant in args.tenant or store.tenants():
+            count = reembed_tenant(store, tenant, embedder)
+            print(f"{tenant}: {count} note(s) re-embedded" if count else f"{tenant}: already current")
+    return 0
+
+
+def add_commands(commands: Any) -> None:
+    ingest = commands.add_parser(
+        "ingest",
+        parents=[data_options()],
+        help="load case notes (JSONL) for one tenant: all rows or none, bad rows listed",
+    )
+    ingest.add_argument("file", type=Path, help="JSON Lines, one note per line")
+    ingest.add_argument("--tenant", required=True, help="the bank the notes belong to")
+    ingest.set_defaults(run=_ingest)
+
+    reembed = commands.add_parser(
+        "reembed",
+        parents=[data_options()],
+        help="recompute note vectors made with an older embedding table (after an upgrade)",
+    )
+    reembed.add_argument("--tenant", action="append", help="only this bank (repeatable; default: all)")
+    reembed.set_defaults(run=_reembed)

@@ -1,0 +1,34 @@
+"""Options several `aml-mcp` commands share, and the settings they add up to."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from aml_mcp.config import Settings, load_settings
+
+
+def data_options() -> argparse.ArgumentParser:
+    """`--data-dir` and `--config`: which server's data a command works on (a parent parser)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--data-dir", type=Path, help="the server's data directory (default ./var)")
+    parser.add_argument("--config", type=Path, help="a TOML settings file")
+    return parser
+
+
+def address_options() -> argparse.ArgumentParser:
+    """`--host` and `--port` of the server a command speaks for (its issuer and audience)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--host", help="the server's host, for the issuer and audience (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="the server's port, for the issuer and audience")
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Defaults < `--config` < environment < the flags given on this command line."""
+    return load_settings(
+        getattr(args, "config", None),
+        data_dir=getattr(args, "data_dir", None),
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+    )

@@ -1,0 +1,173 @@
+"""`aml-mcp serve` and `aml-mcp conformance-server`, and the safety rules around serving.
+
+`serve` refuses settings that would expose an unauthenticated server or the development issuer
+beyond loopback, loads the demo corpus into an empty notes store, prints how to get a token, and
+runs uvicorn with a stop hook that ends listen streams before uvicorn waits for connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+
+from aml_mcp.aml.demo.first_start import load_demo_if_empty
+from aml_mcp.app import Runtime, build_app
+from aml_mcp.auth.redaction import install_access_log_redaction
+from aml_mcp.catalog import Catalog
+from aml_mcp.config import AuthSettings, Settings, load_settings
+from aml_mcp.devauth.users import DEMO_USERS
+from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, dev_issuer
+
+
+class _Server(uvicorn.Server):
+    """Tells the app a stop signal arrived before uvicorn starts waiting for open requests.
+
+    uvicorn runs the lifespan shutdown only after every connection has finished, and a listen
+    stream never finishes on its own; the app closes them gracefully from this hook.
+    """
+
+    def __init__(self, config: uvicorn.Config, runtime: Runtime) -> None:
+        super().__init__(config)
+        self._runtime = runtime
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            loop.call_soon_threadsafe(self._runtime.begin_shutdown)
+        else:
+            self._runtime.begin_shutdown()
+        super().handle_exit(sig, frame)
+
+
+def run_server(app: Starlette, settings: Settings) -> None:
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=int(settings.shutdown_timeout_seconds),
+        proxy_headers=False,
+        server_header=False,
+    )
+    install_access_log_redaction()
+    _Server(config, app.state.runtime).run()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
+    refusal = serve_refusal(settings)
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        return 2
+    _load_demo(settings)
+    app = build_app(settings)
+    print(f"aml-mcp serving MCP at {settings.resource_url} (data in {settings.data_dir})", file=sys.stderr)
+    print(serve_banner(settings), file=sys.stderr)
+    run_server(app, settings)
+    return 0
+
+
+def _load_demo(settings: Settings) -> None:
+    """First start: fill an empty notes store with the demo banks, so there is something to search."""
+    written = load_demo_if_empty(
+        settings.aml, settings.ensure_data_dir(), lambda message: print(message, file=sys.stderr)
+    )
+    if written:
+        banks = ", ".join(f"{tenant} ({count})" for tenant, count in written.items())
+        print(f"loaded the demo corpus (notes per bank): {banks}", file=sys.stderr)
+
+
+def serve_refusal(settings: Settings) -> str | None:
+    """Why `serve` must not start with these settings (None: it may). Fails closed on exposure."""
+    if settings.binds_loopback:
+        return None
+    if not settings.auth.enabled:
+        return (
+            f"refusing to serve on {settings.host}: authentication is off, so only loopback is allowed "
+            "(turn AML_MCP_AUTH__ENABLED back on)"
+        )
+    if settings.auth.dev.enabled:
+        return (
+            f"refusing to serve on {settings.host}: the development authorization server (demo users, "
+            "open registration) is for loopback only; set AML_MCP_AUTH__DEV__ENABLED=false and configure "
+            "a trusted issuer in AML_MCP_AUTH__ISSUERS"
+        )
+    return None
+
+
+def serve_banner(settings: Settings) -> str:
+    """What `serve` prints about authentication: where the issuer is and how to get a token."""
+    auth = settings.auth
+    if not auth.enabled:
+        return "authentication is OFF (loopback only): every request acts as the local principal"
+    lines = [f"OAuth resource: {settings.resource_url} (metadata: /.well-known/oauth-protected-resource/mcp)"]
+    trusted = [issuer.issuer for issuer in auth.issuers]
+    if auth.dev.enabled:
+        issuer = dev_issuer(settings.resource_url, auth.dev.path)
+        trusted.insert(0, issuer)
+        lines += [
+            f"development authorization server: {issuer}",
+            f"  demo users (password = user name): {_demo_users()}",
+            "  MCP clients: connect to the URL above; the 401 leads them to discovery, login and consent.",
+            "  a token for scripts:",
+            f"    aml-mcp token --data-dir {settings.data_dir} --port {settings.port} --subject alice"
+            f' --tenant meridian-bank --client {CLI_CLIENT_ID} --scope "aml:read aml:draft"',
+            "  client credentials:",
+            f"    secret=$(aml-mcp devauth client-secret --data-dir {settings.data_dir})",
+            f'    curl -s -u "{SERVICE_CLIENT_ID}:$secret" -d grant_type=client_credentials -d scope=aml:read'
+            f" -d resource={settings.resource_url} {issuer}/token",
+        ]
+    lines.append(f"trusted issuers: {', '.join(trusted) or '(none: every request will be refused)'}")
+    return "\n".join(lines)
+
+
+def _demo_users() -> str:
+    """`alice, carol (meridian-bank); bob, dave (harbour-trust)`, from the issuer's own user list."""
+    banks: dict[str, list[str]] = {}
+    for user in DEMO_USERS:
+        banks.setdefault(user.tenant, []).append(user.username)
+    return "; ".join(f"{', '.join(names)} ({tenant})" for tenant, names in banks.items())
+
+
+def _conformance_server(args: argparse.Namespace) -> int:
+    from aml_mcp.conformance.fixtures import fixture_catalog
+
+    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="aml-mcp-conformance-"))
+    settings = Settings(
+        host="127.0.0.1",
+        port=args.port,
+        data_dir=data_dir,
+        log_level="warning",
+        auth=AuthSettings(enabled=False),
+    )
+    catalog: Catalog = fixture_catalog()
+    app = build_app(settings, catalog=catalog)
+    print(f"conformance fixture server at {settings.resource_url}", file=sys.stderr)
+    run_server(app, settings)
+    return 0
+
+
+def add_commands(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="serve MCP at /mcp")
+    serve.add_argument("--host", help="interface to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8000)")
+    serve.add_argument("--data-dir", type=Path, help="where everything is persisted (default ./var)")
+    serve.add_argument("--config", type=Path, help="a TOML settings file")
+    serve.set_defaults(run=_serve)
+
+    fixture = commands.add_parser(
+        "conformance-server", help="serve the conformance fixtures on 127.0.0.1 (authentication off)"
+    )
+    fixture.add_argument("--port", type=int, default=3001)
+    fixture.add_argument("--data-dir", type=Path, help="default: a fresh temporary directory")
+    fixture.set_defaults(run=_conformance_server)

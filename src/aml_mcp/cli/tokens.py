@@ -1,0 +1,103 @@
+"""`aml-mcp token` and `aml-mcp revoke`: a development token for scripts, and the revocation list."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
+from aml_mcp.cli.options import address_options, data_options, settings_from
+from aml_mcp.config import Settings
+from aml_mcp.devauth.wiring import CLI_CLIENT_ID, token_minter
+from aml_mcp.store.sqlite import SqliteDatabase
+
+
+def _token(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    minter = token_minter(
+        settings.ensure_data_dir(),
+        resource_url=settings.resource_url,
+        path=settings.auth.dev.path,
+        tenant_claim=settings.auth.tenant_claim,
+    )
+    minted = minter.mint(
+        subject=args.subject,
+        tenant=args.tenant,
+        client_id=args.client,
+        scopes=args.scope.split(),
+        audience=args.audience,
+        ttl_seconds=args.ttl,
+    )
+    print(minted.token)
+    if args.verbose:
+        print(json.dumps(minted.claims, indent=2), file=sys.stderr)
+    return 0
+
+
+async def _with_revocations(settings: Settings, args: argparse.Namespace) -> int:
+    database = SqliteDatabase(settings.ensure_data_dir() / "aml-mcp.db")
+    database.open()
+    try:
+        await database.migrate(REVOCATION_COMPONENT, REVOCATION_MIGRATIONS)
+        revocations = RevocationList(database)
+        if args.list:
+            for entry in await revocations.entries():
+                print(json.dumps(_entry(entry)))
+            return 0
+        if args.jti:
+            if args.lift:
+                return 0 if await revocations.lift("jti", args.issuer, args.jti) else 1
+            await revocations.revoke_token(args.jti, issuer=args.issuer, note=args.note)
+            print(f"revoked token {args.jti}" + (f" of {args.issuer}" if args.issuer else " (any issuer)"))
+            return 0
+        if not args.issuer:
+            print("aml-mcp revoke: --subject needs --issuer", file=sys.stderr)
+            return 2
+        if args.lift:
+            return 0 if await revocations.lift("subject", args.issuer, args.subject) else 1
+        await revocations.revoke_subject(args.issuer, args.subject, note=args.note)
+        print(f"revoked every token of {args.subject} from {args.issuer}")
+        return 0
+    finally:
+        database.close()
+
+
+def _entry(entry: Any) -> dict[str, Any]:
+    return {name: getattr(entry, name) for name in ("kind", "issuer", "value", "revoked_at", "note")}
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    if not (args.list or args.jti or args.subject):
+        print("aml-mcp revoke: give --jti, --subject (with --issuer) or --list", file=sys.stderr)
+        return 2
+    return asyncio.run(_with_revocations(settings_from(args), args))
+
+
+def add_commands(commands: Any) -> None:
+    token = commands.add_parser(
+        "token",
+        parents=[data_options(), address_options()],
+        help="print an access token signed by the development issuer's key",
+    )
+    token.add_argument("--subject", required=True)
+    token.add_argument("--tenant", required=True)
+    token.add_argument("--client", default=CLI_CLIENT_ID)
+    token.add_argument("--scope", default="aml:read", help='space-separated, e.g. "aml:read aml:draft"')
+    token.add_argument("--audience", help="the token's aud (default: this server's resource URL)")
+    token.add_argument("--ttl", type=int, default=900, help="lifetime in seconds (default 900)")
+    token.add_argument("-v", "--verbose", action="store_true", help="also print the claims on stderr")
+    token.set_defaults(run=_token)
+
+    revoke = commands.add_parser(
+        "revoke", parents=[data_options()], help="deny a token (--jti) or every token of a subject"
+    )
+    revoke.add_argument("--jti", help="the token id to deny")
+    revoke.add_argument("--subject", help="the subject to deny (needs --issuer)")
+    revoke.add_argument("--issuer", help="the issuer of the subject (or of the jti; default any issuer)")
+    revoke.add_argument("--note", help="why (kept with the revocation)")
+    revoke.add_argument("--lift", action="store_true", help="remove the revocation instead")
+    revoke.add_argument("--list", action="store_true", help="print the revocation list")
+    revoke.set_defaults(run=_revoke)
