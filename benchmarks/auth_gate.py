@@ -19,7 +19,7 @@ from pathlib import Path
 from starlette.requests import Request
 
 from aml_mcp.audit.wiring import build_audit
-from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.wiring import LocalIssuer, build_auth
 from aml_mcp.catalog import ToolRegistry
 from aml_mcp.catalog.tools import ToolSpec

@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Route
 
 from aml_mcp.aml.wiring import build_aml
 from aml_mcp.audit.wiring import build_audit
-from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.wiring import LocalIssuer, build_auth
 from aml_mcp.catalog import Catalog
 from aml_mcp.component import Component, Parts

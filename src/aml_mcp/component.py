@@ -21,6 +21,8 @@ from aml_mcp.store.sqlite import Migration
 
 
 class Component(Protocol):
+    """One feature as the composition root sees it (see the module docstring)."""
+
     @property
     def migrations(self) -> Sequence[Migration]:
         """Schemas in the shared database this component owns, applied before the first request."""

@@ -21,7 +21,7 @@ from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.introspection import IntrospectionVerifier
 from aml_mcp.auth.jwks import IssuerKeys, metadata_urls
 from aml_mcp.auth.redaction import CredentialRedactingFilter
-from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.settings import IntrospectionSettings, IssuerSettings
 from aml_mcp.auth.verifier import TokenVerifier
 from aml_mcp.cli.serve import serve_refusal

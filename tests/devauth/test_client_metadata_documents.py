@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import build_dev_auth
 

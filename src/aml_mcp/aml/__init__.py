@@ -1,23 +1,27 @@
-"""AML case notes: ingestion, tenant-partitioned storage, hybrid search and the demo corpus.
+"""The AML domain: case notes, tenant-partitioned storage, hybrid search, SAR drafting, evaluation.
 
-Plain library code with no MCP wiring: the tool layer hands in the verified tenant and a store.
-What the composition root and the tools call:
+Sub-packages by concern, each plain library code that knows nothing of MCP requests:
 
-* `store.NoteStore.open(data_dir)` -> the notes database (`<data_dir>/notes.db`, WAL); one per
-  process, thread-safe; `store.tenant(principal.tenant)` -> `TenantNotes`, the only door to a
-  bank's notes (search, case notes, iteration).
-* `embeddings.StaticEmbedder.load()` -> the shipped embedder (numpy only, no network); load once.
-* `search.NoteSearch(embedder).search(tenant_notes, search.SearchRequest(...))` ->
-  `list[search.SearchHit]`; `SearchRequest` is the tool's input schema, `SearchHit` its output.
-* `ingest.ingest_file(path, tenant, store, embedder)` -> `IngestReport`;
-  `ingest.run_ingest(path, tenant, data_dir)` -> exit code, for `aml-mcp ingest`.
-* `demo.load_demo(store, embedder, notes_per_tenant=...)` on first `serve`;
-  `demo.generate(...)` for the labelled query set; `metrics` for recall@k / nDCG@k.
+* `notes` (the note model and its normalisers) and `note_store` (SQLite, one FTS index per bank;
+  `NoteStore.tenant(verified_tenant)` is the only door to a bank's notes); `ingest` loads JSONL.
+* `search/`: the hybrid engine (BM25 + dense cosine, fused, exact-identifier boosts).
+* `sar/`: a case's facts, the drafter, the code checks, the questions asked of the analyst.
+* `evaluation/`: the full evaluation, its metrics, labelled queries and stored baselines.
+* `demo/`: the synthetic demo banks loaded on a first start.
+* `tools/`: the MCP face — the three tools' `ToolSpec`s and the service their bodies call.
+
+The seam for a bank's own SAR writer is `Drafter` (configured as `aml.drafter = "module:factory"`).
 """
 
 import os
 
 # Dense search is one small matrix-vector product per query: a second BLAS thread only burns CPU
-# (measured: the same wall time at twice the CPU on the 2-core machines). Set before numpy loads;
-# an operator's own setting wins.
+# (measured: the same wall time at twice the CPU on the 2-core machines). Set before numpy loads
+# (the imports below load it); an operator's own setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from aml_mcp.aml.sar.draft import Drafter, SarDraft
+from aml_mcp.aml.sar.facts import CaseFile
+from aml_mcp.aml.sar.questions import AnalystFacts
+
+__all__ = ["AnalystFacts", "CaseFile", "Drafter", "SarDraft"]

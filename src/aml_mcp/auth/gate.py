@@ -28,7 +28,7 @@ from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
 from aml_mcp.auth.challenge import Challenges
 from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.revocation import RevocationList
-from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.verifier import Verifier
 from aml_mcp.http.responses import request_id_of
 from aml_mcp.principal import Principal

@@ -32,7 +32,7 @@ from aml_mcp.auth.jwks import IssuerKeys, JwksFetcher, RemoteJwks
 from aml_mcp.auth.jwt_verifier import JwtVerifier, TrustedIssuer
 from aml_mcp.auth.metadata import ProtectedResourceMetadata
 from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
-from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.settings import ResourceServerSettings
 from aml_mcp.auth.verifier import TokenVerifier
 from aml_mcp.http.endpoint import Admission, OpenAdmission

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
 from pydantic import BaseModel, ValidationError
 
 from aml_mcp.principal import Principal
@@ -52,6 +54,7 @@ def sample(prompt: str, max_tokens: int) -> InputRequest:
 
 
 def list_roots() -> InputRequest:
+    """A `roots/list` request."""
     return {"method": "roots/list", "params": {}}
 
 
@@ -75,6 +78,15 @@ def client_supports(capabilities: types.ClientCapabilities | None, request: Inpu
     if name is None:
         return True
     return capabilities is not None and getattr(capabilities, name, None) is not None
+
+
+def missing_capability(required: dict[str, Any], what: str) -> MCPError:
+    """-32021 to raise when the call needs a client capability this request's `_meta` did not declare."""
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=f"Missing required client capability: {what}",
+        data={"requiredCapabilities": required},
+    )
 
 
 class InvocationContext(Protocol):

@@ -38,6 +38,8 @@ class PromptSpec:
 
 
 class PromptRegistry:
+    """Prompts by name, with change notification (`prompts/list` order is registration order)."""
+
     def __init__(self, prompts: Iterable[PromptSpec] = ()) -> None:
         self._prompts = {prompt.name: prompt for prompt in prompts}
         self.changes: Listeners[[]] = Listeners()

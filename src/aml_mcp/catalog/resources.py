@@ -56,6 +56,8 @@ class ResourceTemplateSpec:
 
 
 class ResourceRegistry:
+    """Fixed resources and URI templates, with change notification for list-changed streams."""
+
     def __init__(
         self, resources: Iterable[ResourceSpec] = (), templates: Iterable[ResourceTemplateSpec] = ()
     ) -> None:

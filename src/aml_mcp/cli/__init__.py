@@ -7,13 +7,13 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from aml_mcp.cli import audit_tail, dev_issuer, notes, serve, tokens
+from aml_mcp.cli import audit_tail, case_notes, dev_issuer, serve, tokens
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aml-mcp", description="The aml-mcp server and its tools.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in (serve, notes, tokens, audit_tail, dev_issuer):
+    for group in (serve, case_notes, tokens, audit_tail, dev_issuer):
         group.add_commands(commands)
     return parser
 

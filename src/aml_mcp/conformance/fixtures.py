@@ -9,21 +9,27 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 
-from aml_mcp.catalog import Catalog, PromptRegistry, ResourceRegistry, ToolRegistry
-from aml_mcp.catalog.invocation import (
+from aml_mcp.catalog import (
+    Catalog,
+    Contents,
+    Execution,
     InputRequest,
     InvocationContext,
+    PromptRegistry,
+    PromptSpec,
+    ResourceRegistry,
+    ResourceSpec,
+    ResourceTemplateSpec,
+    ToolRegistry,
+    ToolSpec,
     client_supports,
     elicit_form,
     list_roots,
+    missing_capability,
     request_input,
     sample,
 )
-from aml_mcp.catalog.prompts import PromptSpec
-from aml_mcp.catalog.resources import Contents, ResourceSpec, ResourceTemplateSpec
-from aml_mcp.catalog.tools import Execution, ToolSpec
 from aml_mcp.conformance.media import png_1x1, wav_silence
-from aml_mcp.protocol.errors import missing_capability
 
 NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}

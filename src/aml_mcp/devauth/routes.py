@@ -21,15 +21,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aml_mcp.devauth.keys import DevSigningKeys
-from aml_mcp.devauth.pages import consent_page, error_page, form_signature, request_fields
-from aml_mcp.devauth.server import (
+from aml_mcp.devauth.authorization_server import (
     AuthlibResponse,
     Consent,
     DevAuthorizationServer,
     DevJsonRequest,
     DevOAuth2Request,
 )
+from aml_mcp.devauth.keys import DevSigningKeys
+from aml_mcp.devauth.pages import consent_page, error_page, form_signature, request_fields
 from aml_mcp.devauth.users import UserDirectory
 
 logger = logging.getLogger(__name__)

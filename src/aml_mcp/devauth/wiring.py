@@ -15,12 +15,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 from starlette.routing import BaseRoute
 
-from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
+from aml_mcp.devauth.authorization_server import CimdFetcher, DevAuthorizationServer
 from aml_mcp.devauth.client_metadata import fetch_client_metadata_document
 from aml_mcp.devauth.keys import DevSigningKeys
 from aml_mcp.devauth.minting import TokenMinter
 from aml_mcp.devauth.routes import DevAuthRoutes
-from aml_mcp.devauth.server import CimdFetcher, DevAuthorizationServer
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.sqlite_store import DevClient, DevStore, digest
 from aml_mcp.devauth.users import UserDirectory

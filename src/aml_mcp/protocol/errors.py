@@ -5,18 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types import INVALID_PARAMS
 
+from aml_mcp.catalog.invocation import missing_capability
 from aml_mcp.protocol.capabilities import TASKS_EXTENSION
-
-
-def missing_capability(required: dict[str, Any], what: str) -> MCPError:
-    """-32021: the request needs a client capability the request's `_meta` did not declare."""
-    return MCPError(
-        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-        message=f"Missing required client capability: {what}",
-        data={"requiredCapabilities": required},
-    )
 
 
 def missing_tasks_extension() -> MCPError:

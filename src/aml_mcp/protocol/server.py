@@ -24,7 +24,7 @@ from mcp_types import INTERNAL_ERROR
 from mcp_types.methods import CACHEABLE_METHODS
 from pydantic import ValidationError
 
-from aml_mcp import __version__
+from aml_mcp._version import __version__
 from aml_mcp.catalog import Catalog
 from aml_mcp.catalog.tools import Execution, ToolSpec, tool_error
 from aml_mcp.principal import Principal

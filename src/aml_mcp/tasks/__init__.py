@@ -1,7 +1,9 @@
 """The Tasks extension (`io.modelcontextprotocol/tasks`): durable, owner-isolated tool tasks.
 
 `model` holds the states and the record, `wire` the shapes clients see, `store` the persistence
-contract, `service` the lifecycle operations, `runner` the execution (leases, heartbeats,
-recovery), `retention` the TTL sweeper, `handlers` the `tasks/*` protocol surface and `wiring`
-the few lines the composition root calls.
+contract and `sqlite_store` its SQLite implementation, `transitions` the one way state changes,
+`service` the lifecycle operations, `runner` the execution (leases, heartbeats, recovery),
+`task_context` what a body sees while it runs as a task, `retention` the TTL sweeper, `streams`
+what listen streams see, `handlers` the `tasks/*` protocol surface, and `wiring` the few lines
+the composition root calls.
 """

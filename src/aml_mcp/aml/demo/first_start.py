@@ -5,15 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from aml_mcp.aml.demo.corpus import load_demo
 from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.search.embeddings import StaticEmbedder
-from aml_mcp.aml.settings import AmlSettings
+
+
+class DemoSize(Protocol):
+    """What a first start needs to know of the `aml` settings (which hold the demo's defaults)."""
+
+    @property
+    def demo_notes_per_tenant(self) -> int: ...
+
+    @property
+    def demo_seed(self) -> int: ...
 
 
 def load_demo_if_empty(
-    settings: AmlSettings, data_dir: Path, announce: Callable[[str], None] | None = None
+    settings: DemoSize, data_dir: Path, announce: Callable[[str], None] | None = None
 ) -> dict[str, int]:
     """Load the demo banks when the notes store holds no tenant at all; notes written per bank.
 

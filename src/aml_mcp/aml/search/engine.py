@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -96,6 +97,16 @@ class SearchRequest(BaseModel):
     )
 
     _bounds = field_validator("date_from", "date_to")(_check_bound)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _omitted_not_null(cls, data: Any) -> Any:
+        """An optional filter is left out, never `null` (as the generated input schema says)."""
+        if isinstance(data, dict):
+            nulls = sorted(str(key) for key, value in data.items() if value is None)
+            if nulls:
+                raise ValueError(f"leave out rather than send null: {', '.join(nulls)}")
+        return data
 
     @model_validator(mode="after")
     def _ordered(self) -> SearchRequest:

@@ -8,10 +8,10 @@ schema admits any other argument (`additionalProperties: false`), so no caller c
 from __future__ import annotations
 
 from aml_mcp.aml.settings import AmlSettings
-from aml_mcp.aml.tools.draft import draft_tool
-from aml_mcp.aml.tools.eval import eval_tool
+from aml_mcp.aml.tools.draft_sar_batch import draft_tool
+from aml_mcp.aml.tools.run_full_eval import eval_tool
 from aml_mcp.aml.tools.scopes import SCOPE_HIERARCHY
-from aml_mcp.aml.tools.search import search_tool
+from aml_mcp.aml.tools.search_aml_notes import search_tool
 from aml_mcp.aml.tools.service import AmlService
 from aml_mcp.catalog import Catalog, ToolRegistry
 

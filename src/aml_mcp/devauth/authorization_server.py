@@ -37,7 +37,7 @@ from authlib.oauth2.rfc6749 import (
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMetadataError
 from authlib.oauth2.rfc7636 import CodeChallenge
 
-from aml_mcp.auth.scopes import ScopeHierarchy
+from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.devauth.minting import TokenMinter
 from aml_mcp.devauth.sqlite_store import DevClient, DevStore, Grant, StoredCode, StoredRefreshToken, digest
 from aml_mcp.devauth.users import DemoUser
