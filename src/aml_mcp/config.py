@@ -37,6 +37,7 @@ class AuthSettings(ResourceServerSettings):
     """
 
     dev: DevAuthSettings = Field(default_factory=DevAuthSettings)
+    """The embedded development authorization server (`AML_MCP_AUTH__DEV__*`)."""
 
 
 class Settings(BaseSettings):
@@ -47,27 +48,44 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         validate_default=True,
+        use_attribute_docstrings=True,
     )
 
     host: str = "127.0.0.1"
-    """Interface to bind. Anything but loopback requires authentication to be on."""
+    """Interface to bind (`--host`). Anything but loopback needs authentication on and the development
+    authorization server off: `serve` refuses to start otherwise."""
     port: int = Field(default=8000, ge=0, le=65535)
+    """TCP port to listen on (`--port`)."""
     data_dir: Path = Path("var")
-    """Holds everything the server persists; created if missing."""
+    """Holds everything the server persists (`--data-dir`): databases, audit file, keys; created if
+    missing. The commands that work on a server's data (`token`, `revoke`, `ingest`, ...) take the same."""
     public_url: str | None = None
-    """This server's canonical MCP endpoint URI (the RFC 8707 resource); default http://HOST:PORT/mcp."""
+    """This server's canonical MCP endpoint URI (the RFC 8707 resource): the audience every token must
+    carry. Set it when clients reach the server under another name than HOST:PORT (a proxy, a DNS name).
+
+    Default: `http://HOST:PORT/mcp`, from `host` and `port`.
+    """
     allowed_hosts: list[str] = Field(default_factory=list)
-    """Extra Host header values accepted besides loopback ones ("name:*" allows any port)."""
+    """Extra `Host` header values accepted besides loopback and the public URL's (`"name:*"` allows any
+    port). A JSON list in the environment."""
     allowed_origins: list[str] = Field(default_factory=list)
-    """Extra Origin values accepted besides loopback ones ("http://name:*" allows any port)."""
+    """Extra `Origin` values accepted besides loopback and the public URL's (`"http://name:*"` allows any
+    port). A JSON list in the environment."""
     dns_rebinding_protection: bool = True
+    """Refuse requests whose `Host` (HTTP 421) or `Origin` (HTTP 403) is not allowed, on every route, so a
+    web page whose name resolves to this machine cannot drive the server."""
     max_body_bytes: int = Field(default=1 * MIB, gt=0)
+    """Largest request body accepted; a larger one gets HTTP 413 with a JSON-RPC error."""
     list_ttl_ms: int = Field(default=60_000, ge=0)
-    """Freshness hint (`ttlMs`) on tools/list, prompts/list, resources/* and server/discover results."""
+    """Freshness hint (`ttlMs`) on the results of `tools/list`, `prompts/list`, `resources/list`,
+    `resources/templates/list`, `resources/read` and `server/discover`."""
     shutdown_timeout_seconds: float = Field(default=10.0, gt=0)
-    """How long a SIGTERM waits for in-flight requests and open streams before closing them."""
+    """How long `serve` waits after SIGTERM for in-flight requests before closing their connections (listen
+    streams are ended at once). Whole seconds count: a fraction is dropped."""
     log_level: str = "info"
+    """Server log level: `critical`, `error`, `warning`, `info` or `debug`."""
     tasks: TaskSettings = Field(default_factory=TaskSettings)
+    """The Tasks extension: retention, polling, concurrency and crash recovery (`AML_MCP_TASKS__*`)."""
     auth: AuthSettings = Field(default_factory=AuthSettings)
     """OAuth resource server, audit and the development authorization server (`AML_MCP_AUTH__*`)."""
     aml: AmlSettings = Field(default_factory=AmlSettings)

@@ -18,31 +18,32 @@ _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class AmlSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """The AML tools and the demo corpus."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     demo_notes_per_tenant: int = Field(default=DEFAULT_NOTES_PER_TENANT, ge=0, le=MAX_NOTES_PER_TENANT)
-    """Notes per demo bank that `serve` loads when the notes store is empty; 0 loads nothing.
-
-    The default keeps a first start to seconds; the labelled query set used by `run_full_eval`
-    is regenerated from this size and `demo_seed`.
-    """
+    """Notes per demo bank that `serve` loads when the notes store holds no bank at all; 0 loads nothing.
+    The default takes about ten seconds on a first start (2 cores)."""
     demo_seed: int = DEFAULT_SEED
-    """Seed of the synthetic demo corpus (the same seed and size always give the same notes)."""
+    """Seed of the synthetic demo corpus: the same seed and size always give the same notes.
+    `run_full_eval` regenerates its labelled queries from it, so a seed changed after the demo was
+    loaded leaves the demo banks without retrieval figures."""
     search_default_top_k: int = Field(default=10, ge=1, le=50)
-    """`top_k` of `search_aml_notes` when the caller gives none (the schema advertises it)."""
+    """`top_k` of `search_aml_notes` when the call gives none (its input schema advertises it)."""
     eval_slice_ms: int = Field(default=100, ge=10, le=1000)
-    """CPU time one worker-thread slice of `run_full_eval` may use before it checks for a cancel.
-
-    A slice cannot be interrupted, so this bounds how long a cancelled evaluation keeps running.
-    """
+    """Longest uninterruptible slice of drafting or grading work in a worker thread: bounds how long a
+    cancelled `run_full_eval` or `draft_sar_batch` keeps running."""
     draft_max_cases: int = Field(default=200, ge=1, le=10_000)
-    """Most case ids one `draft_sar_batch` call accepts."""
+    """Most case ids one `draft_sar_batch` call accepts (its input schema advertises it)."""
     extra_typology_codes: list[str] = Field(default_factory=list)
-    """Typology codes accepted by the SAR checks besides the built-in catalogue (a bank's own codes)."""
+    """Typology codes the SAR checks accept besides the 13 built-in ones (a bank's own codes), normalised
+    like `Trade-Based Laundering` to `trade_based_laundering`. A JSON list in the environment."""
     drafter: str | None = None
-    """`module:factory` of a custom SAR drafter (a zero-argument callable returning a `Drafter`).
+    """`module:factory` of a custom SAR drafter: a zero-argument callable returning a `Drafter`
+    (see docs/extending.md). Its drafts are checked like the built-in one's.
 
-    Unset (the default): the built-in deterministic template drafter, which needs no model.
+    Default: the built-in deterministic template drafter, which needs no model.
     """
 
     @field_validator("extra_typology_codes")

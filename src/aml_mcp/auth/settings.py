@@ -31,16 +31,19 @@ def require_secure_url(value: str, what: str) -> str:
 
 
 class _Group(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class IssuerSettings(_Group):
     """One trusted authorization server whose JWT access tokens this server accepts."""
 
     issuer: str
-    """Exact `iss` value (compared as a plain string, RFC 8414 §3.3)."""
+    """Exact `iss` value (compared as a plain string, RFC 8414 §3.3); https unless on loopback."""
     jwks_uri: str | None = None
-    """Where its keys are; default: discovered from its RFC 8414 / OpenID metadata."""
+    """Where its signing keys are, for an issuer that publishes no metadata naming them.
+
+    Default: the `jwks_uri` of its RFC 8414 / OpenID metadata.
+    """
     algorithms: list[str] = Field(default_factory=lambda: list(ALLOWED_ALGORITHMS))
     """Signature algorithms accepted from this issuer (a subset of RS256, PS256, ES256, EdDSA)."""
     token_types: list[str] = Field(default_factory=lambda: ["at+jwt", "application/at+jwt"])
@@ -67,13 +70,19 @@ class IntrospectionSettings(_Group):
     """RFC 7662 introspection for opaque (non-JWT) access tokens."""
 
     endpoint: str
+    """The RFC 7662 introspection endpoint; https unless on loopback."""
     issuer: str
     """The issuer active answers are attributed to; an answer naming another `iss` is refused."""
     client_id: str
+    """This server's client id at the introspection endpoint (HTTP Basic authentication)."""
     client_secret: SecretStr
+    """This server's client secret there; the environment keeps it out of files
+    (`AML_MCP_AUTH__INTROSPECTION__CLIENT_SECRET`)."""
     cache_seconds: float = Field(default=60.0, ge=0)
     """Upper bound on how long an answer is reused; never beyond the token's own `exp`."""
     timeout_seconds: float = Field(default=5.0, gt=0)
+    """How long one introspection request may take; an endpoint that does not answer in time (or at all)
+    makes the request fail with 503, never pass."""
 
     @field_validator("endpoint", "issuer")
     @classmethod
@@ -85,29 +94,44 @@ class ResourceServerSettings(_Group):
     """Settings of the OAuth 2.1 resource server: whose tokens it trusts and how strictly it checks them."""
 
     enabled: bool = True
-    """Require a bearer token on /mcp. Off only on loopback (tests, conformance fixtures)."""
+    """Require a bearer token on `/mcp`. `serve` refuses a non-loopback host with this off (tests and the
+    conformance fixtures run without)."""
     issuers: list[IssuerSettings] = Field(default_factory=list)
-    """Trusted external issuers (JSON list in the environment). The dev issuer is added when enabled."""
+    """Trusted external issuers, each an object with the fields below (a JSON list in the environment).
+    The development issuer is trusted besides these while it is on."""
     tenant_claim: str = "tenant"
     """Name of the (required) claim that carries the caller's tenant (bank)."""
     leeway_seconds: int = Field(default=30, ge=0, le=300)
     """Clock skew tolerated on `exp`, `nbf` and `iat`."""
     scope_hierarchy: dict[str, list[str]] | None = None
-    """A granted scope (key) implies the listed ones, transitively; default: the served catalog's
-    (for the AML tools, `aml:admin` implies `aml:read`, `aml:eval` and `aml:draft`)."""
+    """A granted scope (key) implies the listed ones, transitively. A JSON object in the environment.
+
+    Default: the served catalog's; for the AML tools `{"aml:admin": ["aml:read", "aml:eval", "aml:draft"]}`.
+    """
     scopes_supported: list[str] | None = None
-    """`scopes_supported` in the protected resource metadata; default: every tool scope."""
+    """`scopes_supported` in the protected resource metadata (RFC 9728), which clients ask for.
+
+    Default: every tool's scope in the served catalog (for the AML tools `aml:draft`, `aml:eval`,
+    `aml:read`).
+    """
     resource_name: str = "AML MCP server"
+    """`resource_name` in the protected resource metadata: the name a client may show the user."""
     jwks_cache_seconds: float = Field(default=600.0, ge=1)
     """How long fetched keys are used before they are fetched again."""
     jwks_refetch_interval_seconds: float = Field(default=30.0, ge=0)
     """Minimum time between two refetches caused by an unknown `kid` (per issuer)."""
     verified_token_cache_size: Annotated[int, Field(ge=0)] = 10_000
-    """Verified tokens remembered (by SHA-256, with their expiry) so a repeat costs no signature check."""
+    """Verified tokens remembered (by SHA-256, until they expire) so a repeat costs no signature check;
+    0 verifies every request."""
     revocation_refresh_seconds: float = Field(default=2.0, gt=0)
-    """How often the revocation list is re-read, so `aml-mcp revoke` reaches a running server."""
+    """How often a running server re-reads the revocation list, so `aml-mcp revoke` reaches it."""
     audit_file: bool = True
     """Also append audit events as JSON lines to DATA_DIR/audit.jsonl."""
     audit_to_log: bool = False
     """Also emit audit events on the `aml_mcp.audit` logger."""
     introspection: IntrospectionSettings | None = None
+    """RFC 7662 introspection for opaque (non-JWT) access tokens, with the fields below. Answers are cached
+    by token digest, never past the token's `exp`.
+
+    Default: none, so an opaque token is refused.
+    """
