@@ -76,8 +76,7 @@ class IntrospectionSettings(_Group):
     client_id: str
     """This server's client id at the introspection endpoint (HTTP Basic authentication)."""
     client_secret: SecretStr
-    """This server's client secret there; the environment keeps it out of files
-    (`AML_MCP_AUTH__INTROSPECTION__CLIENT_SECRET`)."""
+    """This server's client secret there; set it in the environment to keep it out of files."""
     cache_seconds: float = Field(default=60.0, ge=0)
     """Upper bound on how long an answer is reused; never beyond the token's own `exp`."""
     timeout_seconds: float = Field(default=5.0, gt=0)
