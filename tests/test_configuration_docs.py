@@ -137,7 +137,9 @@ def _sample(env_name: str, info: FieldInfo) -> str:
 
 
 def _page_env_names() -> list[str]:
-    return sorted(set(ENV_NAME.findall(PAGE.read_text(encoding="utf-8"))))
+    """The variables the page names (none while it is missing: the first test then says how to make it)."""
+    text = PAGE.read_text(encoding="utf-8") if PAGE.is_file() else ""
+    return sorted(set(ENV_NAME.findall(text)))
 
 
 # -- the page is the models' ------------------------------------------------------------------------
