@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from pathlib import Path
 
 import aml_mcp
 import aml_mcp.catalog
@@ -19,7 +20,9 @@ PUBLIC = [
     "InputRequest",
     "InvocationContext",
     "Principal",
+    "PromptRegistry",
     "PromptSpec",
+    "ResourceRegistry",
     "ResourceSpec",
     "ResourceTemplateSpec",
     "Settings",
@@ -97,3 +100,8 @@ def test_the_aml_domain_exports_the_drafter_seam() -> None:
 
     assert aml_mcp.aml.__all__ == ["AnalystFacts", "CaseFile", "Drafter", "SarDraft"]
     assert hasattr(aml_mcp.aml.Drafter, "draft")
+
+
+def test_the_package_is_marked_typed() -> None:
+    """Embedders who run mypy read the inline types instead of being told there are no stubs."""
+    assert (Path(aml_mcp.__file__).parent / "py.typed").is_file()

@@ -2,7 +2,8 @@
 
 The names exported here (and from `aml_mcp.catalog`, for tool authors) are the public API for
 people who embed the server or add tools: `build_app(load_settings(), catalog=...)` is a complete
-ASGI application. Every other module is internal and may change between releases.
+ASGI application. The AML domain's seam for a bank's own SAR writer is `aml_mcp.aml.Drafter`.
+Every other module is internal and may change between releases.
 """
 
 from aml_mcp._version import __version__
@@ -12,7 +13,9 @@ from aml_mcp.catalog import (
     Execution,
     InputRequest,
     InvocationContext,
+    PromptRegistry,
     PromptSpec,
+    ResourceRegistry,
     ResourceSpec,
     ResourceTemplateSpec,
     ToolRegistry,
@@ -33,7 +36,9 @@ __all__ = [
     "InputRequest",
     "InvocationContext",
     "Principal",
+    "PromptRegistry",
     "PromptSpec",
+    "ResourceRegistry",
     "ResourceSpec",
     "ResourceTemplateSpec",
     "Settings",
