@@ -7,7 +7,9 @@ event per line, so no event can break a line or fail to encode.
 Rotation. The file is rotated by size inside the server: before a batch would take it past
 `auth.audit_file_max_bytes`, `audit.jsonl` becomes `audit.jsonl.1` (`.1` becomes `.2`, and so on)
 and a new file is started; `auth.audit_file_backups` old files are kept and the oldest is deleted.
-That bounds the disk the file can take to about `(backups + 1) x max_bytes`. Set
+A batch is never split across two files, so a file exceeds the size only when a single batch
+(at most one flush interval's events) is larger than what is left; the disk the files can take is
+about `(backups + 1) x max_bytes`. Set
 `audit_file_max_bytes = 0` to leave rotation to an external tool: the sink checks before every
 batch whether the path still names the file it has open, and reopens it when it does not, so
 logrotate's default "rename and create" works without `copytruncate` and without a signal (there
