@@ -30,7 +30,8 @@ from aml_mcp.catalog import Catalog
 from aml_mcp.component import Component, Parts
 from aml_mcp.config import Settings
 from aml_mcp.devauth.wiring import build_dev_auth
-from aml_mcp.http.endpoint import McpEndpoint
+from aml_mcp.http.availability import RefuseWhileUnavailable
+from aml_mcp.http.endpoint import Admission, McpEndpoint
 from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import ReadinessProbe, healthz, readyz
 from aml_mcp.protocol.server import build_server
@@ -68,7 +69,14 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     database = SqliteDatabase(data_dir / "aml-mcp.db")
     bus = LocalEventBus()
     audit = build_audit(
-        database, data_dir=data_dir, to_file=settings.auth.audit_file, to_log=settings.auth.audit_to_log
+        database,
+        data_dir=data_dir,
+        to_file=settings.auth.audit_file,
+        to_log=settings.auth.audit_to_log,
+        file_max_bytes=settings.auth.audit_file_max_bytes,
+        file_backups=settings.auth.audit_file_backups,
+        anonymous_window_seconds=settings.auth.audit_anonymous_window_seconds,
+        anonymous_max_distinct=settings.auth.audit_anonymous_max_distinct,
     )
     # Entered in this order, left in reverse: the audit trail outlives everything that records into it.
     components: list[Component] = [audit]
@@ -146,12 +154,16 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
 
     plain = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
     streaming = StreamableHTTPSessionManager(app=server, json_response=False, stateless=True)
+    admission: Admission = auth.admission
+    probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
+    if not settings.auth.audit_fail_open:
+        # A decision that cannot be recorded is not made: 503 and not ready until the trail writes again.
+        admission = RefuseWhileUnavailable(admission, audit.log.unavailable_reason)
+        probes.append(("audit", audit.log.ready))
     endpoint = McpEndpoint(
-        plain=plain, streaming=streaming, admission=auth.admission, max_body_bytes=settings.max_body_bytes
+        plain=plain, streaming=streaming, admission=admission, max_body_bytes=settings.max_body_bytes
     )
     components.append(Parts(lifetime=lambda: _both(plain.run(), streaming.run())))
-
-    probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -187,6 +199,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     app.state.runtime = runtime
     app.state.settings = settings
     app.state.listen = listen
+    app.state.audit = audit.log
     return app
 
 

@@ -5,6 +5,16 @@ Every allow and every deny of the auth gate and of the Tasks handlers is recorde
 """
 
 from aml_mcp.audit.events import AuditEvent, AuditRecorder, Decision, task_reference
-from aml_mcp.audit.log import AuditLog, AuditSink
+from aml_mcp.audit.log import AuditLog, AuditSink, AuditStats, AuditUnavailable, SinkHealth
 
-__all__ = ["AuditEvent", "AuditLog", "AuditRecorder", "AuditSink", "Decision", "task_reference"]
+__all__ = [
+    "AuditEvent",
+    "AuditLog",
+    "AuditRecorder",
+    "AuditSink",
+    "AuditStats",
+    "AuditUnavailable",
+    "Decision",
+    "SinkHealth",
+    "task_reference",
+]

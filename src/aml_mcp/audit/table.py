@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import logging
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aml_mcp.audit.events import AuditEvent
+from aml_mcp.audit.events import AuditEvent, dumps, fallback_record
 from aml_mcp.store.sqlite import SqliteDatabase
+
+logger = logging.getLogger(__name__)
 
 AUDIT_COMPONENT = "audit"
 
@@ -36,14 +41,41 @@ AUDIT_MIGRATIONS: list[str] = [
 
 
 class StoreSink:
-    """Rows in the shared database: one `executemany` per batch, joining the next group commit."""
+    """Rows in the shared database: one write per batch, in the database's next group commit.
 
-    def __init__(self, database: SqliteDatabase) -> None:
+    The batch is one `executemany` inside its own savepoint. If that fails, the savepoint is rolled
+    back and the rows go in one by one; a row that still fails is replaced by a placeholder
+    (`fallback_record`), so one event's content never costs its neighbours their rows. If even
+    the placeholder cannot be inserted, the table itself is unwritable (disk full, read-only,
+    missing table): the write fails as a whole and the caller keeps the batch to retry.
+
+    `write_batch` waits until the rows are committed (durably, with the rest of the group), so
+    the audit log knows whether the trail was written. It runs on the audit flusher thread, which
+    drives the database's `write` on an event loop of its own; the request path never waits.
+    """
+
+    def __init__(self, database: SqliteDatabase, *, timeout_seconds: float = 120.0) -> None:
         self.database = database
+        self.timeout_seconds = timeout_seconds
+        """Longest wait for the commit (the writer itself gives up on a lock after 30 s)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def write_batch(self, events: Sequence[AuditEvent]) -> None:
-        rows = [_row(event.as_record()) for event in events]
-        self.database.write_soon(lambda conn: conn.executemany(_INSERT, rows))
+    def write_batch(self, events: Sequence[AuditEvent]) -> int:
+        """Insert the batch; returns how many events were stored as placeholders. Raises if none could be."""
+        prepared = [_prepare(event) for event in events]
+        if not prepared:
+            return 0
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        insert = functools.partial(_insert, prepared)
+        return self._loop.run_until_complete(
+            asyncio.wait_for(self.database.write(insert), self.timeout_seconds)
+        )
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
 
 
 _INSERT = (
@@ -51,8 +83,57 @@ _INSERT = (
     " target, decision, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
+_Row = tuple[Any, ...]
+_Prepared = tuple[AuditEvent, _Row | None, BaseException | None]
 
-def _row(record: Mapping[str, Any]) -> tuple[Any, ...]:
+
+def _prepare(event: AuditEvent) -> _Prepared:
+    """The event's row, or the error that formatting it raised (its placeholder is made on demand)."""
+    try:
+        return event, _row(event.as_record()), None
+    except Exception as error:
+        return event, None, error
+
+
+def _insert(prepared: Sequence[_Prepared], conn: sqlite3.Connection) -> int:
+    """Runs on the writer thread, inside the batch's transaction. Returns the placeholders used."""
+    rows = [row for _, row, _ in prepared if row is not None]
+    if len(rows) == len(prepared):
+        conn.execute("SAVEPOINT audit_batch")
+        try:
+            conn.executemany(_INSERT, rows)
+        except Exception:  # some row is bad: find it below, row by row
+            _still_in_transaction(conn)
+            conn.execute("ROLLBACK TO SAVEPOINT audit_batch")
+            conn.execute("RELEASE SAVEPOINT audit_batch")
+        else:
+            conn.execute("RELEASE SAVEPOINT audit_batch")
+            return 0
+    placeholders = 0
+    for event, row, error in prepared:
+        if row is not None:
+            try:
+                conn.execute(_INSERT, row)
+                continue
+            except Exception as failure:
+                _still_in_transaction(conn)
+                error = failure
+        # If even this fails, the table is unwritable: let it raise, the batch is kept and retried.
+        conn.execute(_INSERT, _row(fallback_record(event, error or ValueError("unformattable"))))
+        placeholders += 1
+    if placeholders:
+        logger.error("audit: %d event(s) could not be stored and were replaced by placeholders", placeholders)
+    return placeholders
+
+
+def _still_in_transaction(conn: sqlite3.Connection) -> None:
+    """After a failed statement: if SQLite rolled the whole transaction back (disk full, I/O error),
+    nothing more may be written in this job — fail it, so the batch is retried as a whole."""
+    if not conn.in_transaction:
+        raise sqlite3.OperationalError("the audit batch's transaction was rolled back by SQLite")
+
+
+def _row(record: Mapping[str, Any]) -> _Row:
     return (
         record["time"],
         record["issuer"],
@@ -64,7 +145,7 @@ def _row(record: Mapping[str, Any]) -> tuple[Any, ...]:
         record["target"],
         record["decision"],
         record["reason"],
-        json.dumps(record["detail"], separators=(",", ":")) if record["detail"] else None,
+        dumps(record["detail"]) if record["detail"] else None,
     )
 
 

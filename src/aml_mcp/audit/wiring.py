@@ -13,8 +13,15 @@ from pathlib import Path
 
 from starlette.routing import BaseRoute
 
+from aml_mcp.audit.anonymous import DEFAULT_MAX_DISTINCT, DEFAULT_WINDOW_SECONDS
 from aml_mcp.audit.log import AuditLog, AuditSink
-from aml_mcp.audit.sinks import AUDIT_FILE_NAME, JsonLinesSink, LoggerSink
+from aml_mcp.audit.sinks import (
+    AUDIT_FILE_NAME,
+    DEFAULT_FILE_BACKUPS,
+    DEFAULT_FILE_MAX_BYTES,
+    JsonLinesSink,
+    LoggerSink,
+)
 from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, StoreSink
 from aml_mcp.scope_rules import ScopeRule
 from aml_mcp.store.sqlite import Migration, SqliteDatabase
@@ -37,11 +44,27 @@ class AuditTrail:
             self.log.close()
 
 
-def build_audit(database: SqliteDatabase, *, data_dir: Path, to_file: bool, to_log: bool) -> AuditTrail:
+def build_audit(
+    database: SqliteDatabase,
+    *,
+    data_dir: Path,
+    to_file: bool,
+    to_log: bool,
+    file_max_bytes: int = DEFAULT_FILE_MAX_BYTES,
+    file_backups: int = DEFAULT_FILE_BACKUPS,
+    anonymous_window_seconds: float = DEFAULT_WINDOW_SECONDS,
+    anonymous_max_distinct: int = DEFAULT_MAX_DISTINCT,
+) -> AuditTrail:
     """Events go to the database table, and optionally to `DATA_DIR/audit.jsonl` and a logger."""
     sinks: list[AuditSink] = [StoreSink(database)]
     if to_file:
-        sinks.append(JsonLinesSink(data_dir / AUDIT_FILE_NAME))
+        path = data_dir / AUDIT_FILE_NAME
+        sinks.append(JsonLinesSink(path, max_bytes=file_max_bytes, backups=file_backups))
     if to_log:
         sinks.append(LoggerSink())
-    return AuditTrail(AuditLog(sinks))
+    log = AuditLog(
+        sinks,
+        anonymous_window_seconds=anonymous_window_seconds,
+        anonymous_max_distinct=anonymous_max_distinct,
+    )
+    return AuditTrail(log)

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from aml_mcp.audit.anonymous import DEFAULT_MAX_DISTINCT, DEFAULT_WINDOW_SECONDS
+from aml_mcp.audit.sinks import DEFAULT_FILE_BACKUPS, DEFAULT_FILE_MAX_BYTES
 from aml_mcp.loopback import is_loopback_host
 
 ALLOWED_ALGORITHMS: tuple[str, ...] = ("RS256", "PS256", "ES256", "EdDSA")
@@ -128,6 +130,27 @@ class ResourceServerSettings(_Group):
     """Also append audit events as JSON lines to DATA_DIR/audit.jsonl."""
     audit_to_log: bool = False
     """Also emit audit events on the `aml_mcp.audit` logger."""
+    audit_fail_open: bool = False
+    """Keep admitting calls while the audit trail cannot be written (a full disk, an unwritable
+    file or table). Off by default: /mcp then answers 503 and /readyz reports `audit` failing until
+    the retried writes succeed again (within about 2 s of the fault clearing); the events of that
+    time are kept and written then. Turn on only where availability outranks the audit record."""
+    audit_file_max_bytes: int = Field(default=DEFAULT_FILE_MAX_BYTES, ge=0)
+    """Rotate DATA_DIR/audit.jsonl before it grows past this size (to audit.jsonl.1, .2, ...).
+    0 = never rotate in the server: an external tool may rename the file, and the server reopens
+    the path by itself (no signal needed, no copytruncate)."""
+    audit_file_backups: int = Field(default=DEFAULT_FILE_BACKUPS, ge=1, le=1000)
+    """Rotated audit files kept (audit.jsonl.1 ... .N); the oldest is deleted. The store's table
+    keeps every event regardless."""
+    audit_anonymous_window_seconds: float = Field(default=DEFAULT_WINDOW_SECONDS, ge=0, le=3600)
+    """Refusals of unauthenticated requests with the same reason, method and target within this
+    window after the first are counted into one summary record (`detail.aggregated.count`)
+    instead of one record each. 0 = record every one. Allowed calls and refusals of a verified
+    caller are always recorded one by one."""
+    audit_anonymous_max_distinct: int = Field(default=DEFAULT_MAX_DISTINCT, ge=1, le=100_000)
+    """Kinds (reason, method, target) of anonymous refusal recorded on their own per window;
+    further kinds are folded into one summary per reason, so varying the request does not
+    defeat the limit."""
     introspection: IntrospectionSettings | None = None
     """RFC 7662 introspection for opaque (non-JWT) access tokens, with the fields below. Answers are cached
     by token digest, never past the token's `exp`.

@@ -1,12 +1,17 @@
-"""`aml-mcp audit tail`: the newest audit events, as JSON lines."""
+"""`aml-mcp audit tail`: the newest audit events, as JSON lines.
+
+Printed as ASCII JSON: fields such as a tool name or an unverified claim are chosen by whoever sent
+the request, so a raw C1 control (U+009B is a CSI on some terminals), a line separator (U+2028,
+U+2029, U+0085) or a bidi override must never reach the terminal or a tool that splits lines.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from typing import Any
 
+from aml_mcp.audit.events import dumps
 from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, recent_events
 from aml_mcp.cli.options import data_options, settings_from
 from aml_mcp.config import Settings
@@ -25,7 +30,7 @@ async def _tail(settings: Settings, limit: int) -> list[dict[str, Any]]:
 
 def _audit_tail(args: argparse.Namespace) -> int:
     for event in asyncio.run(_tail(settings_from(args), args.n)):
-        print(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+        print(dumps(event))
     return 0
 
 
