@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import select
 import socket
 import ssl
 import threading
@@ -167,14 +168,24 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 with self.server.host.lock:
                     seen.bytes_written += len(chunk)
-                if script.pause_seconds:
-                    time.sleep(script.pause_seconds)
+                if script.pause_seconds and self._client_gone(script.pause_seconds):
+                    raise ConnectionResetError
                 if self.server.host.closing:
                     return
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
             with self.server.host.lock:
                 seen.hung_up += 1
                 seen.seconds_to_hang_up.append(time.monotonic() - started)
+
+    def _client_gone(self, wait: float) -> bool:
+        """Wait up to `wait` seconds, noticing at once if the client closes (it sends nothing else)."""
+        ready, _, _ = select.select([self.connection], [], [], wait)
+        if not ready:
+            return False
+        try:
+            return self.connection.recv(1) == b""
+        except (ssl.SSLError, OSError):
+            return True
 
     @staticmethod
     def _chunks(script: Script) -> Iterator[bytes]:
