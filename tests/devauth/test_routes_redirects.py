@@ -151,6 +151,9 @@ def test_registration_refuses_loose_redirect_uris(server: SecuredServer, redirec
         ("http://127.0.0.1/callback", "http://127.0.0.1:80/callback?x=1", False),
         ("http://127.0.0.1:3000/callback", "http://127.0.0.1:3001/callback", False),
         ("https://app.example/cb", "https://app.example:443/cb", False),
+        # A malformed URI registered before these rules no longer matches even itself.
+        ("http://127.0.0.1:abc/cb", "http://127.0.0.1:abc/cb", False),
+        ("http://evil@127.0.0.1/cb", "http://evil@127.0.0.1/cb", False),
     ],
 )
 def test_redirect_matching(registered: str, presented: str, matches: bool) -> None:

@@ -79,10 +79,11 @@ def acceptable_redirect_uri(uri: object, *, max_chars: int = 2_000) -> bool:
 
 
 def redirect_matches(registered: str, presented: str) -> bool:
-    """Exact match, except that a registered loopback URI without a port accepts any valid port
-    (RFC 8252 §7.3) on the same host form, path and query."""
+    """Exact match (of a well-formed URI: clients stored before these rules may hold others), except
+    that a registered loopback URI without a port accepts any valid port (RFC 8252 §7.3) on the
+    same host form, path and query."""
     if registered == presented:
-        return True
+        return acceptable_redirect_uri(presented, max_chars=65_536)
     want, got = loopback_redirect(registered), loopback_redirect(presented)
     return (
         want is not None

@@ -378,8 +378,8 @@ class DevStore:
             redeemed = conn.execute(
                 "UPDATE codes SET used = 1 WHERE code_sha256 = ? AND used = 0 AND expires_at > ? RETURNING 1",
                 (code_sha256, time.time()),
-            ).fetchone()
-            if redeemed is not None:
+            ).fetchall()
+            if redeemed:
                 return True
             row = conn.execute(
                 "SELECT family, client_id FROM codes WHERE code_sha256 = ? AND used = 1", (code_sha256,)
@@ -396,7 +396,7 @@ class DevStore:
         family = grant.family or new_family()
         with self._transaction() as conn:
             self._forget_old(conn, now)
-            (revoked,) = conn.execute(
+            ((revoked,),) = conn.execute(
                 "INSERT INTO refresh_tokens (token_sha256, client_id, scope, subject, tenant, resource,"
                 " expires_at, family, revoked) VALUES (?, ?, ?, ?, ?, ?, ?, ?,"
                 " EXISTS (SELECT 1 FROM revoked_families WHERE family = ?)) RETURNING revoked",
@@ -411,7 +411,7 @@ class DevStore:
                     family,
                     family,
                 ),
-            ).fetchone()
+            ).fetchall()
         return not revoked
 
     def refresh_token(self, token: str) -> StoredRefreshToken | None:
@@ -449,8 +449,8 @@ class DevStore:
                 "UPDATE refresh_tokens SET revoked = 1 WHERE token_sha256 = ? AND revoked = 0"
                 " AND expires_at > ? RETURNING 1",
                 (token_sha256, time.time()),
-            ).fetchone()
-            if redeemed is not None:
+            ).fetchall()
+            if redeemed:
                 return True
             row = conn.execute(
                 "SELECT family, client_id FROM refresh_tokens WHERE token_sha256 = ? AND revoked = 1",
