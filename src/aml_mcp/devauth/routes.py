@@ -21,7 +21,7 @@ import anyio.to_thread
 from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc6749 import OAuth2Error
 from starlette.datastructures import ImmutableMultiDict
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive
@@ -70,8 +70,12 @@ def _lists(values: ImmutableMultiDict[str, Any]) -> dict[str, list[str]]:
     return result
 
 
-class BodyTooLarge(Exception):
-    pass
+class UnreadBody(Exception):
+    """A request body this server will not (or could not) read, and the answer to send instead."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
 
 
 def _replay(body: bytes) -> Receive:
@@ -141,26 +145,32 @@ class DevAuthRoutes:
         return _to_starlette(response)
 
     # --- reading requests ---
-    def _too_large(self) -> Response:
-        return JSONResponse(
-            {
-                "error": "invalid_request",
-                "error_description": f"request body exceeds {self.max_body_bytes} bytes",
-            },
-            status_code=413,
-            headers={**_NO_STORE, "Connection": "close"},
+    def _too_large(self) -> UnreadBody:
+        return UnreadBody(
+            JSONResponse(
+                {
+                    "error": "invalid_request",
+                    "error_description": f"request body exceeds {self.max_body_bytes} bytes",
+                },
+                status_code=413,
+                headers={**_NO_STORE, "Connection": "close"},
+            )
         )
 
     async def _body(self, request: Request) -> bytes:
-        """The request body, refused (`BodyTooLarge`) once it passes `max_body_bytes`, read or declared."""
+        """The request body, at most `max_body_bytes` (declared or read), else `UnreadBody` with a 413:
+        anonymous callers cannot make the issuer buffer, parse or store more."""
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise BodyTooLarge
+            raise self._too_large()
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > self.max_body_bytes:
-                raise BodyTooLarge
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > self.max_body_bytes:
+                    raise self._too_large()
+        except ClientDisconnect:
+            raise UnreadBody(Response(status_code=400)) from None
         return bytes(body)
 
     async def _form(self, request: Request) -> dict[str, list[str]]:
@@ -267,8 +277,8 @@ class DevAuthRoutes:
             return response
         try:
             return await self._decide(request)
-        except BodyTooLarge:
-            return self._too_large()
+        except UnreadBody as unread:
+            return unread.response
 
     async def _decide(self, request: Request) -> Response:
         form = await self._form(request)
@@ -332,8 +342,8 @@ class DevAuthRoutes:
     async def token(self, request: Request) -> Response:
         try:
             form = await self._form(request)
-        except BodyTooLarge:
-            return self._too_large()
+        except UnreadBody as unread:
+            return unread.response
         oauth_request = DevOAuth2Request("POST", self._uri(request), request.headers, {}, form)
         documents = await self._documents(form)
         result = await self._run(lambda: self.server.create_token_response(oauth_request), documents)
@@ -343,8 +353,8 @@ class DevAuthRoutes:
     async def register(self, request: Request) -> Response:
         try:
             body = await self._body(request)
-        except BodyTooLarge:
-            return self._too_large()
+        except UnreadBody as unread:
+            return unread.response
         try:
             data = json.loads(body)
         except (ValueError, RecursionError):
