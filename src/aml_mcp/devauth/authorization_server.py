@@ -14,17 +14,18 @@ the event loop). Requests reach it as `DevOAuth2Request`s built from already-rea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
-import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from authlib.oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import (
+    InvalidGrantError,
     InvalidRequestError,
     JsonPayload,
     JsonRequest,
@@ -38,12 +39,22 @@ from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMeta
 from authlib.oauth2.rfc7636 import CodeChallenge
 
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
+from aml_mcp.devauth.client_metadata import ClientMetadataDocuments, DocumentSource, is_document_url
 from aml_mcp.devauth.minting import TokenMinter
-from aml_mcp.devauth.sqlite_store import DevClient, DevStore, Grant, StoredCode, StoredRefreshToken, digest
+from aml_mcp.devauth.redirects import acceptable_redirect_uri
+from aml_mcp.devauth.sqlite_store import (
+    DevClient,
+    DevStore,
+    Grant,
+    RegistrationRefused,
+    StoredCode,
+    StoredRefreshToken,
+    digest,
+    new_family,
+)
 from aml_mcp.devauth.users import DemoUser
-from aml_mcp.loopback import is_loopback_host
 
-CimdFetcher = Callable[[str], Mapping[str, Any]]
+CimdFetcher = DocumentSource
 """Fetches a Client ID Metadata Document (an https URL) and returns the parsed JSON object."""
 
 
@@ -51,6 +62,31 @@ class InvalidTargetError(OAuth2Error):  # type: ignore[misc]
     """RFC 8707 §2: the requested resource is invalid, unknown or malformed."""
 
     error = "invalid_target"
+
+
+class RegistrationQuotaError(OAuth2Error):  # type: ignore[misc]
+    """Dynamic registration refused for quota: 429 with `Retry-After` (rate) or 403 (total)."""
+
+    def __init__(self, refused: RegistrationRefused) -> None:
+        if refused.kind == "rate":
+            super().__init__(
+                f"at most {refused.limit} client registrations per minute: retry later",
+                status_code=429,
+                error="temporarily_unavailable",
+            )
+        else:
+            super().__init__(
+                f"this development server already holds its limit of {refused.limit} registered clients",
+                status_code=403,
+                error="access_denied",
+            )
+        self.retry_after = refused.retry_after
+
+    def get_headers(self) -> list[tuple[str, str]]:
+        headers: list[tuple[str, str]] = list(super().get_headers())
+        if self.retry_after is not None:
+            headers.append(("Retry-After", str(self.retry_after)))
+        return headers
 
 
 # --- request adaptation -------------------------------------------------------------------------
@@ -205,23 +241,30 @@ class DevAuthorizationCodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[
                 redirect_uri=request.payload.redirect_uri or "",
                 code_challenge=data["code_challenge"],
                 code_challenge_method=data["code_challenge_method"],
+                family=new_family(),
             ),
         )
 
     def query_authorization_code(self, code: str, client: DevClient) -> StoredCode | None:
+        """Looks the code up without using it (a replayed code revokes its family here)."""
         return self.server.store.code(code, client.client_id)
 
     def delete_authorization_code(self, authorization_code: StoredCode) -> None:
-        self.server.store.delete_code(authorization_code.code_sha256)
+        """Nothing left to do: `authenticate_user` redeemed the code before any token was made."""
 
     def authenticate_user(self, authorization_code: StoredCode) -> Grant:
+        """After every check passed (client, redirect URI, PKCE, resource): redeem the code, which
+        succeeds for one request only however many race, then speak for its grant."""
         resource = _checked_resource(self.request, authorization_code.resource)
+        if not self.server.store.redeem_code(authorization_code.code_sha256):
+            raise InvalidGrantError("Invalid 'code' in request.")
         return Grant(
             client_id=authorization_code.client_id,
             scope=authorization_code.scope,
             subject=authorization_code.subject,
             tenant=authorization_code.tenant,
             resource=resource,
+            family=authorization_code.family,
         )
 
 
@@ -231,20 +274,26 @@ class DevRefreshTokenGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
     server: DevAuthorizationServer
 
     def authenticate_refresh_token(self, refresh_token: str) -> StoredRefreshToken | None:
+        """Looks the token up without using it (a rotated-out token revokes its family here)."""
         return self.server.store.refresh_token(refresh_token)
 
     def authenticate_user(self, refresh_token: StoredRefreshToken) -> Grant:
+        """After every check passed (client, scope, resource): rotate the token out, which succeeds
+        for one request only however many race (the others revoke the family), then speak for it."""
         resource = _checked_resource(self.request, refresh_token.resource)
+        if not self.server.store.redeem_refresh_token(refresh_token.token_sha256):
+            raise InvalidGrantError()
         return Grant(
             client_id=refresh_token.client_id,
             scope=refresh_token.scope,
             subject=refresh_token.subject,
             tenant=refresh_token.tenant,
             resource=resource,
+            family=refresh_token.family,
         )
 
     def revoke_old_credential(self, refresh_token: StoredRefreshToken) -> None:
-        self.server.store.revoke_refresh_token(refresh_token.token_sha256)
+        """Nothing left to do: `authenticate_user` rotated the token out before the new one was made."""
 
 
 class DevClientCredentialsGrant(grants.ClientCredentialsGrant):  # type: ignore[misc]
@@ -270,12 +319,15 @@ class DevClientCredentialsGrant(grants.ClientCredentialsGrant):  # type: ignore[
 # --- registration -------------------------------------------------------------------------------
 
 
-def _acceptable_redirect(uri: str) -> bool:
-    """MCP: redirect URIs must be https, or http on a loopback host."""
-    parts = urlsplit(uri)
-    if parts.fragment or not parts.netloc:
-        return False
-    return parts.scheme == "https" or (parts.scheme == "http" and is_loopback_host(parts.hostname))
+@dataclass(frozen=True, slots=True)
+class RegistrationLimits:
+    """What one dynamic registration may contain, and how many the server accepts (see the settings)."""
+
+    max_client_name_chars: int = 200
+    max_redirect_uris: int = 10
+    max_redirect_uri_chars: int = 2_000
+    max_registered_clients: int = 1_000
+    max_registrations_per_minute: int = 30
 
 
 class DevRegistrationEndpoint(ClientRegistrationEndpoint):  # type: ignore[misc]
@@ -296,11 +348,23 @@ class DevRegistrationEndpoint(ClientRegistrationEndpoint):  # type: ignore[misc]
     def save_client(
         self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: Any
     ) -> DevClient:
+        limits = self.server.registration_limits
         redirect_uris = client_metadata.get("redirect_uris") or []
-        if not redirect_uris or not all(
-            isinstance(uri, str) and _acceptable_redirect(uri) for uri in redirect_uris
+        if not isinstance(redirect_uris, list) or not 0 < len(redirect_uris) <= limits.max_redirect_uris:
+            raise InvalidClientMetadataError(f"redirect_uris must list 1 to {limits.max_redirect_uris} URIs")
+        if not all(
+            acceptable_redirect_uri(uri, max_chars=limits.max_redirect_uri_chars) for uri in redirect_uris
         ):
-            raise InvalidClientMetadataError("redirect_uris must be https or loopback http URIs")
+            raise InvalidClientMetadataError(
+                "redirect_uris must be https or loopback http URIs (numeric port, no userinfo or fragment)"
+            )
+        client_name = client_metadata.get("client_name")
+        if client_name is not None and (
+            not isinstance(client_name, str) or len(client_name) > limits.max_client_name_chars
+        ):
+            raise InvalidClientMetadataError(
+                f"client_name must be a string of at most {limits.max_client_name_chars} characters"
+            )
         grant_types = client_metadata.get("grant_types") or ["authorization_code"]
         if not set(grant_types) <= {"authorization_code", "refresh_token"}:
             raise InvalidClientMetadataError(
@@ -313,10 +377,17 @@ class DevRegistrationEndpoint(ClientRegistrationEndpoint):  # type: ignore[misc]
             redirect_uris=tuple(redirect_uris),
             grant_types=tuple(grant_types),
             token_endpoint_auth_method=method,
-            client_name=client_metadata.get("client_name"),
+            client_name=client_name,
             secret_sha256=digest(secret) if secret else None,
         )
-        self.server.store.put_client(client, replace=False)
+        try:
+            self.server.store.register_client(
+                client,
+                max_total=limits.max_registered_clients,
+                max_per_minute=limits.max_registrations_per_minute,
+            )
+        except RegistrationRefused as refused:
+            raise RegistrationQuotaError(refused) from None
         return client
 
     def generate_client_registration_info(self, client: DevClient, request: Any) -> dict[str, Any]:
@@ -341,7 +412,8 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         scopes_supported: Sequence[str],
         access_token_ttl: int,
         refresh_token_ttl: int,
-        fetch_client_metadata: CimdFetcher | None = None,
+        documents: ClientMetadataDocuments | None = None,
+        registration_limits: RegistrationLimits | None = None,
     ) -> None:
         super().__init__(scopes_supported=list(scopes_supported))
         self.issuer = issuer
@@ -351,8 +423,8 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.hierarchy = hierarchy
         self.access_token_ttl = access_token_ttl
         self.refresh_token_ttl = refresh_token_ttl
-        self.fetch_client_metadata = fetch_client_metadata
-        self._cimd_cache: dict[str, tuple[float, DevClient]] = {}
+        self.documents = documents
+        self.registration_limits = registration_limits or RegistrationLimits()
         self.register_grant(DevAuthorizationCodeGrant, [S256Only(required=True)])
         self.register_grant(DevRefreshTokenGrant)
         self.register_grant(DevClientCredentialsGrant)
@@ -381,46 +453,26 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
             "code_challenge_methods_supported": ["S256"],
             "authorization_response_iss_parameter_supported": True,
-            "client_id_metadata_document_supported": self.fetch_client_metadata is not None,
+            "client_id_metadata_document_supported": self.documents is not None,
             "resource_indicators_supported": True,
         }
 
     # --- authlib hooks ---
     def query_client(self, client_id: str) -> DevClient | None:
-        if client_id.startswith("https://") and self.fetch_client_metadata is not None:
-            return self._metadata_document_client(client_id)
+        if self.documents is not None and is_document_url(client_id):
+            return self.documents.client(client_id)
         return self.store.client(client_id)
 
-    def _metadata_document_client(self, client_id: str) -> DevClient | None:
-        """A client identified by its Client ID Metadata Document URL, fetched and validated, cached 5 min."""
-        cached = self._cimd_cache.get(client_id)
-        if cached is not None and cached[0] > time.time():
-            return cached[1]
-        assert self.fetch_client_metadata is not None
-        try:
-            document = self.fetch_client_metadata(client_id)
-        except Exception:
-            return None
-        redirect_uris = document.get("redirect_uris")
-        if (
-            document.get("client_id") != client_id
-            or not isinstance(redirect_uris, list)
-            or not redirect_uris
-            or not all(isinstance(uri, str) and _acceptable_redirect(uri) for uri in redirect_uris)
-            or document.get("token_endpoint_auth_method", "none") != "none"
-        ):
-            return None
-        client = DevClient(
-            client_id=client_id,
-            redirect_uris=tuple(redirect_uris),
-            grant_types=("authorization_code", "refresh_token"),
-            token_endpoint_auth_method="none",  # noqa: S106
-            client_name=str(document.get("client_name") or client_id)[:100],
-        )
-        self._cimd_cache[client_id] = (time.time() + 300, client)
-        return client
+    def pinned_documents(
+        self, resolved: Mapping[str, DevClient | None]
+    ) -> contextlib.AbstractContextManager[None]:
+        """While handling one request on a worker thread: the documents resolved for it, and no fetch."""
+        return self.documents.pinned(resolved) if self.documents is not None else contextlib.nullcontext()
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
+        """Keeps the new refresh token. If a replay revoked its family meanwhile, the token is stored
+        already revoked: the request that won the race still gets its answer, but nothing descended
+        from the replayed credential keeps working."""
         refresh_token = token.get("refresh_token")
         if refresh_token:
             grant: Grant = request.user

@@ -43,6 +43,18 @@ def error_page(message: str) -> str:
     return _page("Authorization request refused", f"<p>{escape(message)}</p>")
 
 
+def redirect_offer_page(message: str, location: str) -> str:
+    """An error for a client whose redirect URI this server will not follow on its own: the user
+    sees where the link leads and decides whether to go back to that application."""
+    host = urlsplit(location).hostname or location
+    return _page(
+        "Authorization request refused",
+        f"<p>{escape(message)}</p><p>The application asked to be answered at <code>{escape(host)}</code>. "
+        f"<a href='{escape(location)}' rel='noreferrer'>Return to that application</a> only if you "
+        "started this sign-in yourself.</p>",
+    )
+
+
 def consent_page(
     *,
     client_name: str,

@@ -1,7 +1,11 @@
 """HTTP face of the development authorization server: login/consent, token, registration, JWKS, metadata.
 
-Each route reads the request on the event loop, then runs authlib on a worker thread. Every
-redirect back to a client carries `iss` (RFC 9207), errors included.
+Each route reads the request on the event loop (a body of at most `max_body_bytes`, else 413), fetches
+any Client ID Metadata Document it names (on the documents' own limiter, never on a worker thread),
+then runs authlib on a worker thread. Every redirect back to a client carries `iss` (RFC 9207),
+errors included. Before the user has acted, errors are sent back automatically only to loopback
+redirect URIs; anyone can register an https one, so there the user sees the error and a link instead
+of being forwarded (no open redirector, RFC 9700 §4.11.2).
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import anyio.to_thread
 from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc6749 import OAuth2Error
 from starlette.datastructures import ImmutableMultiDict
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import Message, Receive
 
 from aml_mcp.devauth.authorization_server import (
     AuthlibResponse,
@@ -28,8 +33,17 @@ from aml_mcp.devauth.authorization_server import (
     DevJsonRequest,
     DevOAuth2Request,
 )
+from aml_mcp.devauth.client_metadata import is_document_url
 from aml_mcp.devauth.keys import DevSigningKeys
-from aml_mcp.devauth.pages import consent_page, error_page, form_signature, request_fields
+from aml_mcp.devauth.pages import (
+    consent_page,
+    error_page,
+    form_signature,
+    redirect_offer_page,
+    request_fields,
+)
+from aml_mcp.devauth.redirects import redirects_without_asking
+from aml_mcp.devauth.sqlite_store import DevClient
 from aml_mcp.devauth.users import UserDirectory
 
 logger = logging.getLogger(__name__)
@@ -56,6 +70,28 @@ def _lists(values: ImmutableMultiDict[str, Any]) -> dict[str, list[str]]:
     return result
 
 
+class UnreadBody(Exception):
+    """A request body this server will not (or could not) read, and the answer to send instead."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _replay(body: bytes) -> Receive:
+    """An ASGI `receive` that hands over an already-read body once, then reports a disconnect."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
 def _to_starlette(response: AuthlibResponse) -> Response:
     headers = {name: value for name, value in response.headers if name.lower() != "content-type"}
     if response.location is not None:
@@ -74,12 +110,14 @@ class DevAuthRoutes:
         keys: DevSigningKeys,
         form_secret: bytes,
         mount_path: str,
+        max_body_bytes: int = 65_536,
     ) -> None:
         self.server = server
         self.users = users
         self.keys = keys
         self.form_secret = form_secret
         self.mount_path = mount_path
+        self.max_body_bytes = max_body_bytes
         issuer = urlsplit(server.issuer)
         self._origin = (issuer.scheme, issuer.netloc)
 
@@ -106,13 +144,59 @@ class DevAuthRoutes:
             response.headers.append(("Location", add_params_to_uri(location, [("iss", self.server.issuer)])))
         return _to_starlette(response)
 
-    async def _run(self, call: Callable[[], AuthlibResponse]) -> AuthlibResponse:
+    # --- reading requests ---
+    def _too_large(self) -> UnreadBody:
+        return UnreadBody(
+            JSONResponse(
+                {
+                    "error": "invalid_request",
+                    "error_description": f"request body exceeds {self.max_body_bytes} bytes",
+                },
+                status_code=413,
+                headers={**_NO_STORE, "Connection": "close"},
+            )
+        )
+
+    async def _body(self, request: Request) -> bytes:
+        """The request body, at most `max_body_bytes` (declared or read), else `UnreadBody` with a 413:
+        anonymous callers cannot make the issuer buffer, parse or store more."""
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise self._too_large()
+        body = bytearray()
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > self.max_body_bytes:
+                    raise self._too_large()
+        except ClientDisconnect:
+            raise UnreadBody(Response(status_code=400)) from None
+        return bytes(body)
+
+    async def _form(self, request: Request) -> dict[str, list[str]]:
+        """The form fields of a bounded body (Starlette parses it, from the bytes already read)."""
+        body = await self._body(request)
+        return _lists(await Request(request.scope, _replay(body)).form())
+
+    async def _documents(self, values: Mapping[str, Sequence[str]]) -> dict[str, DevClient | None]:
+        """The Client ID Metadata Document a request names (its first `client_id`), fetched here on
+        the event loop, within the documents' own limiter and deadline, before authlib runs."""
+        documents = self.server.documents
+        client_ids = values.get("client_id") or ()
+        if documents is None or not client_ids or not is_document_url(client_ids[0]):
+            return {}
+        return {client_ids[0]: await documents.resolve(client_ids[0])}
+
+    async def _run(
+        self, call: Callable[[], AuthlibResponse], documents: Mapping[str, DevClient | None]
+    ) -> AuthlibResponse:
         """Run authlib off the event loop. Anything it did not turn into an OAuth error is a request it
         could not handle: logged for us, a plain `invalid_request` for the client (never a 500 page)."""
 
         def guarded() -> AuthlibResponse:
             try:
-                return call()
+                with self.server.pinned_documents(documents):
+                    return call()
             except OAuth2Error:
                 raise
             except Exception:
@@ -130,11 +214,23 @@ class DevAuthRoutes:
         return JSONResponse(keys, headers={"Cache-Control": "max-age=60"})
 
     # --- authorization endpoint ---
-    def _refusal(self, error: OAuth2Error, oauth_request: DevOAuth2Request) -> Response:
-        if error.redirect_uri:
-            return self._with_issuer(self.server.handle_error_response(oauth_request, error))
+    def _refusal(self, error: OAuth2Error, oauth_request: DevOAuth2Request, *, user_acted: bool) -> Response:
+        """An authorization error. authlib names a redirect URI only once it has validated it against
+        the client. It is followed automatically after the user acted, or when it is loopback;
+        otherwise the user sees the error and decides whether to follow the link back."""
+        if not error.redirect_uri:
+            return HTMLResponse(
+                error_page(error.description or error.error or "invalid request"), status_code=400
+            )
+        response = self._with_issuer(self.server.handle_error_response(oauth_request, error))
+        if user_acted or redirects_without_asking(error.redirect_uri):
+            return response
         return HTMLResponse(
-            error_page(error.description or error.error or "invalid request"), status_code=400
+            redirect_offer_page(
+                error.description or error.error or "invalid request", response.headers["location"]
+            ),
+            status_code=400,
+            headers=_NO_STORE,
         )
 
     def _consent(
@@ -165,22 +261,27 @@ class DevAuthRoutes:
         if request.method == "GET":
             values = _lists(request.query_params)
             oauth_request = DevOAuth2Request("GET", self._uri(request), request.headers, values, {})
+            documents = await self._documents(values)
 
             def show() -> Response:
                 try:
-                    return self._consent(oauth_request, values)
+                    with self.server.pinned_documents(documents):
+                        return self._consent(oauth_request, values)
                 except OAuth2Error as error:
-                    return self._refusal(error, oauth_request)
+                    return self._refusal(error, oauth_request, user_acted=False)
                 except Exception:
                     logger.exception("development authorization server failed on an authorization request")
                     return HTMLResponse(error_page("This authorization request could not be handled."), 400)
 
             response: Response = await anyio.to_thread.run_sync(show)
             return response
-        return await self._decide(request)
+        try:
+            return await self._decide(request)
+        except UnreadBody as unread:
+            return unread.response
 
     async def _decide(self, request: Request) -> Response:
-        form = _lists(await request.form())
+        form = await self._form(request)
         fields = request_fields(form, AUTHORIZE_PARAMS)
         presented = (form.get("consent_mac") or [""])[0]
         if not hmac.compare_digest(presented, form_signature(self.form_secret, fields)):
@@ -194,10 +295,22 @@ class DevAuthRoutes:
         decision = (form.get("decision") or [""])[0]
         username = (form.get("username") or [""])[0]
         password = (form.get("password") or [""])[0]
+        documents = await self._documents(values)
 
         def decide() -> Response:
             try:
+                with self.server.pinned_documents(documents):
+                    return decide_pinned()
+            except Exception:
+                logger.exception("development authorization server failed on a consent")
+                return HTMLResponse(error_page("This consent could not be handled."), 400)
+
+        def decide_pinned() -> Response:
+            try:
                 grant = self.server.get_consent_grant(oauth_request)
+            except OAuth2Error as error:
+                return self._refusal(error, oauth_request, user_acted=True)
+            try:
                 if decision != "approve":
                     result = self.server.create_authorization_response(
                         oauth_request, grant_user=None, grant=grant
@@ -216,31 +329,34 @@ class DevAuthRoutes:
                 )
                 return self._with_issuer(result)
             except OAuth2Error as error:
-                if not error.redirect_uri and oauth_request.client is not None:
-                    client = oauth_request.client
-                    error.redirect_uri = (
-                        oauth_request.payload.redirect_uri or client.get_default_redirect_uri()
-                    )
+                # Only ever the redirect URI authlib validated for this grant, never the raw parameter.
+                if not error.redirect_uri:
+                    error.redirect_uri = grant.redirect_uri
                     error.state = oauth_request.payload.state
-                return self._refusal(error, oauth_request)
-            except Exception:
-                logger.exception("development authorization server failed on a consent")
-                return HTMLResponse(error_page("This consent could not be handled."), 400)
+                return self._refusal(error, oauth_request, user_acted=True)
 
         response: Response = await anyio.to_thread.run_sync(decide)
         return response
 
     # --- token endpoint ---
     async def token(self, request: Request) -> Response:
-        form = _lists(await request.form())
+        try:
+            form = await self._form(request)
+        except UnreadBody as unread:
+            return unread.response
         oauth_request = DevOAuth2Request("POST", self._uri(request), request.headers, {}, form)
-        result = await self._run(lambda: self.server.create_token_response(oauth_request))
+        documents = await self._documents(form)
+        result = await self._run(lambda: self.server.create_token_response(oauth_request), documents)
         return _to_starlette(result)
 
     # --- dynamic client registration ---
     async def register(self, request: Request) -> Response:
         try:
-            data = json.loads(await request.body())
+            body = await self._body(request)
+        except UnreadBody as unread:
+            return unread.response
+        try:
+            data = json.loads(body)
         except (ValueError, RecursionError):
             data = None
         if not isinstance(data, dict):
@@ -251,6 +367,6 @@ class DevAuthRoutes:
             )
         json_request = DevJsonRequest("POST", self._uri(request), request.headers, data)
         result = await self._run(
-            lambda: self.server.create_endpoint_response("client_registration", json_request)
+            lambda: self.server.create_endpoint_response("client_registration", json_request), {}
         )
         return _to_starlette(result)

@@ -23,6 +23,40 @@ class DevAuthSettings(BaseModel):
     client_credentials_tenant: str = "meridian-bank"
     """Tenant claim for tokens of the pre-registered service client (client credentials grant)."""
 
+    max_body_bytes: int = Field(default=65_536, ge=1_024, le=1_048_576)
+    """Largest request body any `/oauth/*` endpoint reads (token and consent forms, registrations).
+    Larger bodies are refused with 413 before they are read, so anonymous callers cannot make the
+    issuer buffer or store megabytes."""
+    max_client_name_chars: int = Field(default=200, ge=1, le=10_000)
+    """Longest `client_name` dynamic registration accepts (it is shown on the consent page)."""
+    max_redirect_uris: int = Field(default=10, ge=1, le=1_000)
+    """Most `redirect_uris` one registered client (or Client ID Metadata Document) may list."""
+    max_redirect_uri_chars: int = Field(default=2_000, ge=32, le=65_536)
+    """Longest redirect URI a client may register."""
+    max_registered_clients: int = Field(default=1_000, ge=1)
+    """Dynamic registration stops (403) once this many clients have registered themselves, so
+    anonymous registrations cannot grow `devauth.db` without bound. Pre-registered clients do not count."""
+    max_registrations_per_minute: int = Field(default=30, ge=1)
+    """Dynamic registrations accepted in any 60-second window; more get 429 with `Retry-After`."""
+
+    client_metadata_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    """Total time a Client ID Metadata Document fetch may take, from waiting for a fetch slot and
+    resolving the host to the last byte of the body (a deadline for the whole fetch, not per phase)."""
+    client_metadata_max_bytes: int = Field(default=65_536, ge=1_024, le=1_048_576)
+    """Largest Client ID Metadata Document accepted. The body is streamed and the fetch stops at this
+    many bytes; compressed bodies are refused (the request asks for `identity`), so nothing inflates."""
+    client_metadata_concurrency: int = Field(default=4, ge=1, le=64)
+    """Client ID Metadata Document fetches in flight at once. They have their own limiter (and
+    their own threads for host resolution), so anonymous fetches never occupy the worker threads that
+    search, the database readers and the revocation refresh depend on."""
+    client_metadata_cache_seconds: float = Field(default=300.0, ge=0)
+    """How long a fetched, valid document is reused."""
+    client_metadata_failure_cache_seconds: float = Field(default=60.0, ge=0)
+    """How long a failed fetch (unreachable, refused destination, too large, invalid) is remembered,
+    so the same URL named again is refused without another fetch."""
+    client_metadata_cache_entries: int = Field(default=1_024, ge=1)
+    """Most documents (valid or failed) remembered at once; the least recently used are dropped."""
+
     @field_validator("path")
     @classmethod
     def _path(cls, value: str) -> str:

@@ -10,14 +10,14 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from starlette.routing import BaseRoute
 
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
-from aml_mcp.devauth.authorization_server import CimdFetcher, DevAuthorizationServer
-from aml_mcp.devauth.client_metadata import fetch_client_metadata_document
+from aml_mcp.devauth.authorization_server import CimdFetcher, DevAuthorizationServer, RegistrationLimits
+from aml_mcp.devauth.client_metadata import ClientMetadataDocuments, DocumentFetcher
 from aml_mcp.devauth.keys import DevSigningKeys
 from aml_mcp.devauth.minting import TokenMinter
 from aml_mcp.devauth.routes import DevAuthRoutes
@@ -82,6 +82,32 @@ def token_minter(data_dir: Path, *, resource_url: str, path: str, tenant_claim: 
     )
 
 
+NETWORK: Literal["network"] = "network"
+"""Fetch Client ID Metadata Documents from the network (the default), within the settings' limits."""
+
+
+def client_metadata_documents(
+    settings: DevAuthSettings, fetch: CimdFetcher | Literal["network"] = NETWORK
+) -> ClientMetadataDocuments:
+    """The documents' cache and limiter, over the network fetcher or another source (tests)."""
+    if fetch == NETWORK:
+        fetch = DocumentFetcher(
+            max_bytes=settings.client_metadata_max_bytes,
+            timeout_seconds=settings.client_metadata_timeout_seconds,
+            threads=settings.client_metadata_concurrency,
+        ).fetch
+    return ClientMetadataDocuments(
+        fetch,
+        timeout_seconds=settings.client_metadata_timeout_seconds,
+        concurrency=settings.client_metadata_concurrency,
+        cache_seconds=settings.client_metadata_cache_seconds,
+        failure_cache_seconds=settings.client_metadata_failure_cache_seconds,
+        cache_entries=settings.client_metadata_cache_entries,
+        max_redirect_uris=settings.max_redirect_uris,
+        max_redirect_uri_chars=settings.max_redirect_uri_chars,
+    )
+
+
 def build_dev_auth(
     settings: DevAuthSettings,
     *,
@@ -90,11 +116,13 @@ def build_dev_auth(
     tenant_claim: str,
     hierarchy: ScopeHierarchy,
     users: UserDirectory | None = None,
-    fetch_client_metadata: CimdFetcher | None = fetch_client_metadata_document,
+    fetch_client_metadata: CimdFetcher | Literal["network"] | None = NETWORK,
 ) -> DevAuth:
+    """The issuer, its store and routes. `fetch_client_metadata` is where Client ID Metadata
+    Documents come from: the network (default), another source (tests), or None to refuse them."""
     users = users or UserDirectory()
     minter = token_minter(data_dir, resource_url=resource_url, path=settings.path, tenant_claim=tenant_claim)
-    store = DevStore(data_dir / "devauth.db")
+    store = DevStore(data_dir / "devauth.db", replay_memory_seconds=settings.refresh_token_ttl_seconds)
     secret = service_client_secret(data_dir)
     store.put_client(
         DevClient(
@@ -126,7 +154,18 @@ def build_dev_auth(
         scopes_supported=sorted(scopes),
         access_token_ttl=settings.access_token_ttl_seconds,
         refresh_token_ttl=settings.refresh_token_ttl_seconds,
-        fetch_client_metadata=fetch_client_metadata,
+        documents=(
+            client_metadata_documents(settings, fetch_client_metadata)
+            if fetch_client_metadata is not None
+            else None
+        ),
+        registration_limits=RegistrationLimits(
+            max_client_name_chars=settings.max_client_name_chars,
+            max_redirect_uris=settings.max_redirect_uris,
+            max_redirect_uri_chars=settings.max_redirect_uri_chars,
+            max_registered_clients=settings.max_registered_clients,
+            max_registrations_per_minute=settings.max_registrations_per_minute,
+        ),
     )
     routes = DevAuthRoutes(
         server=server,
@@ -134,6 +173,7 @@ def build_dev_auth(
         keys=minter.keys,
         form_secret=load_or_create_secret(data_dir / "keys" / "devauth-form.key"),
         mount_path=settings.path,
+        max_body_bytes=settings.max_body_bytes,
     )
     return DevAuth(
         issuer=minter.issuer,
