@@ -131,6 +131,26 @@ def check_database_file(path: Path, *, thorough: bool = False) -> None:
             raise DatabaseFileError(f"{path} is damaged ({problem}): restore it from a backup")
 
 
+_DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+_ACCESS_CODES = frozenset({sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM})
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether a SQLite error says the file itself is damaged (not locked, full or unwritable)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and code is not None and code & 0xFF in _DAMAGE_CODES
+
+
+def open_failure(path: Path, exc: sqlite3.Error) -> str:
+    """One line for an operator: why the database at `path` could not be opened, and what to do."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _ACCESS_CODES:
+        return f"{path} cannot be opened for writing ({exc}): is the data directory writable?"
+    if is_damage(exc):
+        return f"{path} is damaged ({exc}): restore it from a backup"
+    return f"{path} cannot be opened ({exc})"
+
+
 def integrity_problem(path: Path) -> str | None:
     """The first problem `PRAGMA quick_check` finds in the database at `path`, or None."""
     try:
@@ -219,9 +239,7 @@ class SqliteDatabase:
         try:
             writer_conn = self._connect()
         except sqlite3.DatabaseError as exc:
-            raise DatabaseFileError(
-                f"{self.path} cannot be opened ({exc}): restore it from a backup"
-            ) from exc
+            raise DatabaseFileError(open_failure(self.path, exc)) from exc
         restrict_to_owner(self.path)
         self._retiring = False
         self._writer = threading.Thread(
