@@ -243,6 +243,7 @@ class NoteSearch:
     def _render(self, notes: TenantNotes, ranked: list[_Ranked], query: str) -> list[SearchHit]:
         found = notes.get([r.rowid for r in ranked])
         snippet = Highlighter(lexical_terms(query), SNIPPET_TOKENS, HIGHLIGHT)
+        spoken = f" {normalise_name(query)} "  # once per query, not once per hit
         hits: list[SearchHit] = []
         for r in ranked:
             note = found.get(r.rowid)
@@ -255,7 +256,7 @@ class NoteSearch:
                     created_at=note.created_at.isoformat(),
                     score=round(r.score, 6),
                     snippet=snippet(note.text),
-                    subjects=_subjects_first_matching(note, r.matched, query),
+                    subjects=_subjects_first_matching(note, r.matched, spoken),
                     matched_identifiers=sorted({m.split(":", 1)[0] for m in r.matched}),
                     typologies=list(note.typologies),
                 )
@@ -263,15 +264,17 @@ class NoteSearch:
         return hits
 
 
-def _subjects_first_matching(note: CaseNote, matched: tuple[str, ...], query: str) -> list[Subject]:
-    """The note's subjects, those the query named (exactly or by name) first."""
+def _subjects_first_matching(note: CaseNote, matched: tuple[str, ...], spoken: str) -> list[Subject]:
+    """The note's subjects, those the query named (exactly, or by name within `spoken`) first.
+
+    `spoken` is the query's normalised name form padded with spaces, computed once per query.
+    """
     values = {m.split(":", 1)[1] for m in matched}
-    q_name = f" {normalise_name(query)} "
 
     def named(s: Subject) -> bool:
         name = normalise_name(s.name)
         account = normalise_identifier(s.account_id) if s.account_id else None
-        return name in values or account in values or f" {name} " in q_name
+        return name in values or account in values or f" {name} " in spoken
 
     flags = [named(s) for s in note.subjects]
     return [s for s, f in zip(note.subjects, flags, strict=True) if f] + [
