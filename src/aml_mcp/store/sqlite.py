@@ -164,7 +164,10 @@ def integrity_problem(path: Path) -> str | None:
     finally:
         conn.close()
     first = str(rows[0][0]) if rows else "no answer"
-    return None if first == "ok" else first
+    if first == "ok":
+        return None
+    # quick_check reports over several lines ("*** in database main ***\nPage 56: ..."): keep one.
+    return " ".join(first.replace("*** in database main ***", "").split())
 
 
 class Migration(NamedTuple):
