@@ -2,8 +2,8 @@
 
 Its input schema is generated from `SearchRequest`, the model the body validates with, so the
 contract and the validation cannot drift. The search and the rendering of its hits run together
-in a worker thread, never on the event loop, and the query's identifier candidates are computed
-once per call, not once per hit.
+in a worker thread, never on the event loop. Which subjects the query named comes with each hit
+from the search, which computed the query's identifier candidates once.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ import mcp_types as types
 from pydantic import ValidationError
 
 from aml_mcp.aml.note_store import NotesDamagedError
-from aml_mcp.aml.notes import normalise_identifier, normalise_name, normalise_typology
+from aml_mcp.aml.notes import normalise_typology
 from aml_mcp.aml.search.engine import SearchHit, SearchRequest
-from aml_mcp.aml.search.identifiers import identifier_candidates
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.aml.tools.schema_parts import STRING, _strings
 from aml_mcp.aml.tools.scopes import READ
@@ -86,28 +85,7 @@ def _validation_text(exc: ValidationError) -> str:
 # -- search_aml_notes ---------------------------------------------------------------------------
 
 
-class _SubjectMatcher:
-    """Which of a hit's subjects the query named, with the query's side worked out once."""
-
-    def __init__(self, query: str) -> None:
-        self._candidates = frozenset(identifier_candidates(query))
-        self._spoken = f" {normalise_name(query)} "
-
-    def __call__(self, hit: SearchHit) -> list[str]:
-        candidates, spoken = self._candidates, self._spoken
-        matched = []
-        for s in hit.subjects:
-            name = normalise_name(s.name)
-            if (
-                name in candidates
-                or f" {name} " in spoken
-                or (s.account_id is not None and normalise_identifier(s.account_id) in candidates)
-            ):
-                matched.append(s.name)
-        return matched
-
-
-def _search_result(hit: SearchHit, matched_subjects: list[str]) -> dict[str, Any]:
+def _search_result(hit: SearchHit) -> dict[str, Any]:
     """One hit on the wire (dates of birth stay out of search results: finding a note needs none)."""
     return {
         "note_id": hit.note_id,
@@ -116,16 +94,15 @@ def _search_result(hit: SearchHit, matched_subjects: list[str]) -> dict[str, Any
         "score": hit.score,
         "snippet": hit.snippet,
         "subjects": [{"name": s.name, "account_id": s.account_id, "role": s.role} for s in hit.subjects],
-        "matched_subjects": matched_subjects,
+        "matched_subjects": hit.matched_subjects,
         "matched_identifiers": hit.matched_identifiers,
         "typologies": hit.typologies,
     }
 
 
-def render_results(hits: Sequence[SearchHit], query: str) -> types.CallToolResult:
+def render_results(hits: Sequence[SearchHit]) -> types.CallToolResult:
     """The tool result for `hits` (run in the search's worker thread, not on the event loop)."""
-    matcher = _SubjectMatcher(query)
-    results = [_search_result(hit, matcher(hit)) for hit in hits]
+    results = [_search_result(hit) for hit in hits]
     lines = [
         f"{i}. {r['note_id']} (case {r['case_id']}, {r['created_at'][:10]}, score {r['score']:.3f}): "
         f"{r['snippet']}"
@@ -151,11 +128,8 @@ def search_tool(services: AmlService, settings: AmlSettings) -> ToolSpec:
         if request.typology is not None and not normalise_typology(request.typology):
             # It would normalise to no code at all, which the dense half of the search reads as "no filter".
             return tool_error("Invalid arguments:\n- typology: must contain a letter or digit")
-        query = request.query
         try:
-            return await services.search_and_render(
-                ctx.principal.tenant, request, lambda hits: render_results(hits, query)
-            )
+            return await services.search_and_render(ctx.principal.tenant, request, render_results)
         except NotesDamagedError:
             return tool_error(NOTES_DAMAGED)
 
