@@ -30,7 +30,7 @@ def test_search_and_rendering_run_in_one_worker_thread(tmp_path: Path) -> None:
 
     def render(hits: list[SearchHit]) -> object:
         rendered_on.append(threading.current_thread())
-        return render_results(hits, WORST_CASE.query)
+        return render_results(hits)
 
     async def call() -> tuple[object, threading.Thread]:
         async with aml.running():
