@@ -32,7 +32,8 @@ EXIT_LISTEN = 4
 def used_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data directory after a real server ran on it (and was stopped cleanly)."""
     data_dir = tmp_path_factory.mktemp("template") / "data"
-    with ServerProcess(["serve", "--data-dir", str(data_dir)], env=SMALL_DEMO) as server:
+    server = ServerProcess(["serve", "--data-dir", str(data_dir)], env=SMALL_DEMO).start(timeout=120)
+    try:
         httpx.post(f"{server.url}/mcp", json={})  # an audited refusal: audit.jsonl and audit rows exist
         mint = ["token", "--data-dir", str(data_dir), "--port", str(server.port)]
         token = subprocess.run(
@@ -42,6 +43,9 @@ def used_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             check=True,
         ).stdout.strip()
         assert token
+    finally:
+        server.terminate()
+        server.wait(30)
     for name in ("aml-mcp.db", "notes.db", "devauth.db"):
         checkpointed(data_dir / name)
     return data_dir
