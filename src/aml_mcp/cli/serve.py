@@ -26,6 +26,7 @@ from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.app import Runtime, build_app
 from aml_mcp.auth.redaction import install_access_log_redaction
 from aml_mcp.catalog import Catalog
+from aml_mcp.cli.options import trusted_issuers
 from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
 from aml_mcp.config import AuthSettings, Settings, load_settings
 from aml_mcp.devauth.users import DEMO_USERS
@@ -133,10 +134,9 @@ def serve_banner(settings: Settings) -> str:
     if not auth.enabled:
         return "authentication is OFF (loopback only): every request acts as the local principal"
     lines = [f"OAuth resource: {settings.resource_url} (metadata: /.well-known/oauth-protected-resource/mcp)"]
-    trusted = [issuer.issuer for issuer in auth.issuers]
+    trusted = trusted_issuers(settings)
     if auth.dev.enabled:
         issuer = dev_issuer(settings.resource_url, auth.dev.path)
-        trusted.insert(0, issuer)
         lines += [
             f"development authorization server: {issuer}",
             f"  demo users (password = user name): {_demo_users()}",
