@@ -12,7 +12,7 @@ import pytest
 from aml_mcp.config import Settings
 
 
-@pytest.mark.parametrize("umask", [0o022, 0o000, 0o277])
+@pytest.mark.parametrize("umask", [0o022, 0o000, 0o277], ids=["022", "000", "277"])
 def test_a_new_data_dir_is_owner_only(umask: int, tmp_path: Path) -> None:
     previous = os.umask(umask)
     try:

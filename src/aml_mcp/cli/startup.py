@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import socket
 import sqlite3
@@ -24,6 +25,8 @@ from aml_mcp.aml.note_store import DB_FILE_NAME as NOTES_DB
 from aml_mcp.config import Settings
 from aml_mcp.devauth.keys import KEY_FILE, DevSigningKeys
 from aml_mcp.store.sqlite import DatabaseFileError, check_database_file
+
+logger = logging.getLogger(__name__)
 
 EXIT_SETTINGS = 2
 EXIT_DATA_DIR = 3
@@ -71,6 +74,7 @@ def check_data_dir(settings: Settings) -> Path:
             f"the data directory {settings.data_dir} cannot be created ({exc.strerror or exc})"
         ) from exc
     _check_writable(data_dir)
+    _warn_if_store_vanished(data_dir)
     for name in DATABASES:
         path = data_dir / name
         check_database_file(path, thorough=True)
@@ -78,6 +82,23 @@ def check_data_dir(settings: Settings) -> Path:
     if settings.auth.enabled and settings.auth.dev.enabled:
         _check_signing_keys(data_dir)
     return data_dir
+
+
+USED_MARKER = Path("keys") / "request-state.key"
+"""Written by every server start before the store is opened: its presence means "used before"."""
+
+
+def _warn_if_store_vanished(data_dir: Path) -> None:
+    """Say so when a used data directory has lost its store: starting anew is allowed (an operator
+    may reset it on purpose) but never silent, because revocations recorded there are gone."""
+    if (data_dir / USED_MARKER).exists() and not (data_dir / STORE_DB).exists():
+        logger.warning(
+            "%s is missing although %s has been used before: starting with an empty store, so every "
+            "task, audit event and revocation recorded there is gone (restore it from a backup if "
+            "that was not intended)",
+            STORE_DB,
+            data_dir,
+        )
 
 
 def _check_writable(data_dir: Path) -> None:
