@@ -16,12 +16,14 @@ with `top_k=50`. Two measurements, each a ratio against a baseline run in the sa
 
     .venv/bin/python benchmarks/search_event_loop.py [--notes 2000] [--clients 4] [--duration 10]
 
-Figures (2026-12-01, shared 2-core machine with other test runs, 2000 notes per bank):
+Figures (2026-12-01, shared 2-core machine, load average 3-5 from other test runs, 2000 notes
+per bank):
 
-    event-loop CPU per worst-case call:  as before  ~1000 ms   now  ~0.6 ms   (~1700x less)
-    /healthz p50 with 4 worst-case clients: ~4-9 ms against ~1 ms idle; the review measured
-    326-1372 ms (p50) at b83838e. What remains is GIL sharing with the worker threads, which
-    hand the interpreter back every switch interval (5 ms), not time spent on the loop.
+    event-loop CPU per worst-case call:  as before 648-865 ms, now 0.47-0.52 ms (1250-1850x less)
+    /healthz with 4 clients looping on the worst-case search: p50 5.6 ms, p99 18 ms, against
+      2.6 ms / 9 ms idle on the same server (2.2x); the review measured a p50 of 326-1372 ms at
+      b83838e. A worst-case call itself: p50 26 ms (306-682 ms at b83838e).
+    What remains is the GIL shared with the worker threads, not work done on the loop.
 """
 
 from __future__ import annotations
