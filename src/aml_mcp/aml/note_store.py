@@ -94,8 +94,11 @@ _FTS_COLUMNS = ("text", "subjects", "identifiers")
 """FTS5 columns; `bm25()` weights in `LexicalQuery` follow this order."""
 
 
-class NotesDamagedError(RuntimeError):
-    """The notes database is damaged: nothing read from it can be trusted until it is restored."""
+class NotesDamagedError(DatabaseFileError):
+    """The notes database is damaged: nothing read from it can be trusted until it is restored.
+
+    The message is one line without paths, fit for a readiness reason or a command's refusal.
+    """
 
 
 class VectorSpaceMismatchError(RuntimeError):
