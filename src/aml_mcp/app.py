@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -33,7 +33,7 @@ from aml_mcp.devauth.wiring import build_dev_auth
 from aml_mcp.http.availability import RefuseWhileUnavailable
 from aml_mcp.http.endpoint import Admission, McpEndpoint
 from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
-from aml_mcp.http.health import ReadinessProbe, healthz, readyz
+from aml_mcp.http.health import NotReady, ReadinessProbe, healthz, readyz
 from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
 from aml_mcp.secrets_store import load_or_create_secret
@@ -80,11 +80,13 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     )
     # Entered in this order, left in reverse: the audit trail outlives everything that records into it.
     components: list[Component] = [audit]
+    probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
 
     if catalog is None:
         aml = build_aml(settings.aml, data_dir=data_dir, database=database)
         catalog = aml.catalog
         components.append(aml)
+        probes.append(("notes", _reporting(aml.notes_problem)))
     tools = catalog.tools
     hierarchy = ScopeHierarchy(
         settings.auth.scope_hierarchy
@@ -201,6 +203,17 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     app.state.listen = listen
     app.state.audit = audit.log
     return app
+
+
+def _reporting(problem: Callable[[], Awaitable[str | None]]) -> ReadinessProbe:
+    """A readiness probe that fails with `problem`'s answer (a reason safe to publish) when there is one."""
+
+    async def probe() -> None:
+        reason = await problem()
+        if reason is not None:
+            raise NotReady(reason)
+
+    return probe
 
 
 @contextlib.asynccontextmanager

@@ -9,6 +9,9 @@ only composes them, so no feature has to import another's settings.
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,8 @@ from aml_mcp.auth.settings import ResourceServerSettings
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.loopback import is_loopback_host
 from aml_mcp.tasks.settings import TaskSettings
+
+logger = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 
@@ -112,8 +117,27 @@ class Settings(BaseSettings):
         return is_loopback_host(self.host)
 
     def ensure_data_dir(self) -> Path:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        return self.data_dir
+        """The data directory, created owner-only (0700) if missing.
+
+        It holds every bank's notes, SAR drafts, analysts' answers and the audit trail, so other
+        users of the machine must not even list it. An existing directory that group or others
+        can enter is used as it is (it may be a mount point the operator manages) but warned
+        about; the files inside are owner-only whatever the directory's mode.
+        """
+        path = self.data_dir
+        try:
+            path.mkdir(parents=True, mode=0o700)
+        except FileExistsError:
+            if not path.is_dir():
+                raise NotADirectoryError(f"data directory {path} exists and is not a directory") from None
+            mode = stat.S_IMODE(path.stat().st_mode)
+            if mode & 0o077:
+                logger.warning(
+                    "data directory %s is open to other users (mode %04o): chmod 700 %s", path, mode, path
+                )
+        else:
+            os.chmod(path, 0o700)  # whatever the umask left of the mode asked for
+        return path
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

@@ -75,11 +75,18 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _first_sentence(exc: BaseException) -> str:
+    """The gist of an error message (Python's advice on raising its own limits is not for banks)."""
+    return str(exc).split(": use ", 1)[0].split(";", 1)[0] or type(exc).__name__
+
+
 def parse_lines(lines: Iterable[str]) -> tuple[list[CaseNote], list[RowError], int]:
     """Validate JSONL lines: the notes, the bad rows, and the number of non-blank rows.
 
     Blank lines are skipped. A note id that appears twice in one file is an error on the second
-    line (which one should win would be a guess).
+    line (which one should win would be a guess). Hostile rows (nesting deep enough to exhaust the
+    parser, integers of thousands of digits, dates that overflow once converted to UTC) are row
+    errors like any other, never a crash that would hide every other bad row.
     """
     notes: list[CaseNote] = []
     errors: list[RowError] = []
@@ -94,6 +101,12 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[CaseNote], list[RowError], i
         except json.JSONDecodeError as exc:
             errors.append(RowError(number, f"not valid JSON: {exc.msg} at column {exc.colno}"))
             continue
+        except RecursionError:
+            errors.append(RowError(number, "not valid JSON here: nested too deeply"))
+            continue
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            errors.append(RowError(number, f"not valid JSON here: {_first_sentence(exc)}"))
+            continue
         if not isinstance(data, dict):
             errors.append(RowError(number, f"expected a JSON object, got {type(data).__name__}"))
             continue
@@ -101,6 +114,9 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[CaseNote], list[RowError], i
             note = CaseNote.model_validate(data)
         except ValidationError as exc:
             errors.append(RowError(number, _describe(exc)))
+            continue
+        except (RecursionError, OverflowError, ValueError) as exc:  # hostile values validators choke on
+            errors.append(RowError(number, f"cannot be read as a note: {_first_sentence(exc)}"))
             continue
         first = seen.setdefault(note.note_id, number)
         if first != number:

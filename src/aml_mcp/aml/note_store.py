@@ -17,11 +17,18 @@ Why this shape:
 * Note embeddings are computed by the caller at ingest and stored as float16 blobs beside the
   note; the store never computes them. A tenant's vectors are loaded into memory lazily on first
   use and reloaded only when that tenant's generation counter moves (any write bumps it).
+* The file is owner-only (it holds every bank's notes) and an existing file that is empty or not
+  SQLite is refused rather than taken for a new store. Damage found later (`verify` at start-up,
+  or any read that meets a malformed page) is remembered: from then on every read fails with
+  `NotesDamagedError` and readiness says why, because a search over a damaged index could
+  silently miss the notes that matter.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -34,6 +41,16 @@ import numpy as np
 import numpy.typing as npt
 
 from aml_mcp.aml.notes import CaseNote, Subject, normalise_identifier, normalise_name, validate_tenant
+from aml_mcp.store.sqlite import (
+    DatabaseFileError,
+    integrity_problem,
+    is_damage,
+    open_failure,
+    prepare_database_file,
+    restrict_to_owner,
+)
+
+_log = logging.getLogger(__name__)
 
 DB_FILE_NAME = "notes.db"
 
@@ -75,6 +92,13 @@ CREATE TABLE IF NOT EXISTS tenant_vector_spaces (
 
 _FTS_COLUMNS = ("text", "subjects", "identifiers")
 """FTS5 columns; `bm25()` weights in `LexicalQuery` follow this order."""
+
+
+class NotesDamagedError(DatabaseFileError):
+    """The notes database is damaged: nothing read from it can be trusted until it is restored.
+
+    The message is one line without paths, fit for a readiness reason or a command's refusal.
+    """
 
 
 class VectorSpaceMismatchError(RuntimeError):
@@ -169,13 +193,23 @@ class NoteStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        prepare_database_file(path)
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        self._conn.executescript(_SCHEMA)
+        self._damage: str | None = None
+        try:
+            self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise DatabaseFileError(open_failure(path, exc)) from exc
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise DatabaseFileError(open_failure(path, exc)) from exc
+        restrict_to_owner(path)
         self._vectors: dict[int, TenantVectors] = {}
         self._lexical_stats: dict[int, _LexicalStats] = {}
 
@@ -194,13 +228,53 @@ class NoteStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def damage(self) -> str | None:
+        """Why the store is known to be damaged (one line, no paths), or None."""
+        return self._damage
+
+    def verify(self) -> str | None:
+        """Check every page (`PRAGMA quick_check`, on a connection of its own); returns `damage`.
+
+        Reads the whole file, so it belongs to start-up, not to a request's path.
+        """
+        problem = integrity_problem(self.path)
+        if problem is not None:
+            self._mark_damaged(problem)
+        return self._damage
+
+    def probe(self) -> str | None:
+        """A cheap readiness check (one query); returns `damage`, which a failing read also sets."""
+        if self._damage is None:
+            with contextlib.suppress(NotesDamagedError), self._reading() as conn:
+                conn.execute("SELECT count(*) FROM tenants").fetchone()
+        return self._damage
+
+    def _mark_damaged(self, problem: str) -> None:
+        if self._damage is None:
+            self._damage = f"{self.path.name} is damaged ({problem}): restore it from a backup"
+            _log.error("notes store %s is damaged (%s): reads refused until restored", self.path, problem)
+
+    @contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """Refuse to read a store known to be damaged; remember damage a statement runs into."""
+        if self._damage is not None:
+            raise NotesDamagedError(self._damage)
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            self._mark_damaged(str(exc))
+            raise NotesDamagedError(self._damage or str(exc)) from exc
+
     def tenant(self, tenant: str) -> TenantNotes:
         """The notes of one tenant: the only way to read or write notes."""
         return TenantNotes(self, validate_tenant(tenant))
 
     def tenants(self) -> list[str]:
         """Names of tenants that have been written to (for the operator, never for a tool)."""
-        with self._lock:
+        with self._reading():
             rows = self._conn.execute("SELECT name FROM tenants ORDER BY name").fetchall()
         return [str(r[0]) for r in rows]
 
@@ -208,18 +282,19 @@ class NoteStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, self._guarded():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, self._guarded():
             yield self._conn
 
     def _tenant_id(self, conn: sqlite3.Connection, tenant: str, *, create: bool) -> int | None:

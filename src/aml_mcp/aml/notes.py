@@ -69,7 +69,10 @@ class CaseNote(BaseModel):
         """Naive timestamps are read as UTC so date filters compare like with like."""
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:  # 9999-12-31T23:59:59-14:00 is in year 10000 in UTC
+            raise ValueError("is out of range once converted to UTC (years 1-9999)") from None
 
     @field_validator("typologies", "jurisdictions", "counterparties")
     @classmethod

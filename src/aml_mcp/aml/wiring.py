@@ -1,8 +1,9 @@
 """Assembles the AML tools for the composition root: `build_aml(settings, ...) -> Aml`.
 
 `build_aml` opens the notes store in the data directory, assembles drafter, checks, evaluation
-and search, and returns a `Component` (the baseline table's schema; a lifetime that loads the
-embedder at start-up and closes the notes store at shutdown) with the catalog to serve.
+and search, and returns a `Component` (the baseline table's schema; a lifetime that checks the
+notes store's pages and loads the embedder at start-up and closes the notes store at shutdown)
+with the catalog to serve, and `notes_problem` for the readiness probe.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio.to_thread
 from starlette.routing import BaseRoute
 
 from aml_mcp.aml.evaluation.baselines import COMPONENT, MIGRATIONS, BaselineStore
@@ -44,12 +46,22 @@ class Aml:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The embedder loaded before the first request; the notes store closed at the end."""
+        """The notes store checked and the embedder loaded before the first request; the store
+        closed at the end.
+
+        A damaged store does not stop the server (tasks, auth and the audit trail still work):
+        readiness reports it and searches refuse with a clear error until it is restored.
+        """
         try:
+            await anyio.to_thread.run_sync(self.store.verify)
             await self.service.start()
             yield
         finally:
             self.store.close()
+
+    async def notes_problem(self) -> str | None:
+        """Why the notes store cannot serve (one line, no paths), or None: for readiness."""
+        return await anyio.to_thread.run_sync(self.store.probe)
 
 
 def load_drafter(path: str | None) -> Drafter:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from aml_mcp.cli import audit_tail, case_notes, dev_issuer, serve, tokens
+from aml_mcp.cli.startup import EXIT_SETTINGS, describe
+
+PRIVATE_UMASK = 0o077
+"""Every file and directory a command creates is its owner's alone: the data directory holds every
+bank's notes, SAR drafts and audit trail. The stores set their own modes too (for library use)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,11 +25,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a start-up failure is one line on stderr and a non-zero exit, no traceback."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    previous_umask = os.umask(PRIVATE_UMASK)
     try:
         result: int = args.run(args)
     except (FileNotFoundError, ValueError) as exc:
         print(f"aml-mcp: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_SETTINGS
+    except Exception as exc:
+        refusal = describe(exc)
+        if refusal is None:
+            raise
+        print(f"aml-mcp: {refusal}", file=sys.stderr)
+        return refusal.exit_code
+    finally:
+        os.umask(previous_umask)  # for callers that run commands in-process (tests)
     return result

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from aml_mcp.config import Settings, load_settings
+from aml_mcp.devauth.wiring import dev_issuer
 
 
 def data_options() -> argparse.ArgumentParser:
@@ -32,3 +33,19 @@ def settings_from(args: argparse.Namespace) -> Settings:
         host=getattr(args, "host", None),
         port=getattr(args, "port", None),
     )
+
+
+def trusted_issuers(settings: Settings) -> list[str]:
+    """The `iss` values whose tokens a server with these settings accepts, exactly as it compares them.
+
+    The development issuer (when on) first, then the configured issuers and the introspection
+    issuer; none when authentication is off (every request is then the local principal).
+    """
+    auth = settings.auth
+    if not auth.enabled:
+        return []
+    trusted = [dev_issuer(settings.resource_url, auth.dev.path)] if auth.dev.enabled else []
+    trusted += [issuer.issuer for issuer in auth.issuers]
+    if auth.introspection is not None:
+        trusted.append(auth.introspection.issuer)
+    return list(dict.fromkeys(trusted))

@@ -1,16 +1,21 @@
 """`aml-mcp serve` and `aml-mcp conformance-server`, and the safety rules around serving.
 
 `serve` refuses settings that would expose an unauthenticated server or the development issuer
-beyond loopback, loads the demo corpus into an empty notes store, prints how to get a token, and
-runs uvicorn with a stop hook that ends listen streams before uvicorn waits for connections.
+beyond loopback, checks the data directory and binds its socket (so a damaged file or a busy port
+is one line and an exit code before anything is loaded or announced), loads the demo corpus into
+an empty notes store, prints how to get a token, and runs uvicorn on the bound socket with a stop
+hook that ends listen streams before uvicorn waits for connections.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +26,8 @@ from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.app import Runtime, build_app
 from aml_mcp.auth.redaction import install_access_log_redaction
 from aml_mcp.catalog import Catalog
+from aml_mcp.cli.options import trusted_issuers
+from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
 from aml_mcp.config import AuthSettings, Settings, load_settings
 from aml_mcp.devauth.users import DEMO_USERS
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, dev_issuer
@@ -49,7 +56,7 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def run_server(app: Starlette, settings: Settings) -> None:
+def run_server(app: Starlette, settings: Settings, sock: socket.socket | None = None) -> None:
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -60,7 +67,7 @@ def run_server(app: Starlette, settings: Settings) -> None:
         server_header=False,
     )
     install_access_log_redaction()
-    _Server(config, app.state.runtime).run()
+    _Server(config, app.state.runtime).run(sockets=None if sock is None else [sock])
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -68,13 +75,29 @@ def _serve(args: argparse.Namespace) -> int:
     refusal = serve_refusal(settings)
     if refusal is not None:
         print(refusal, file=sys.stderr)
-        return 2
-    _load_demo(settings)
-    app = build_app(settings)
-    print(f"aml-mcp serving MCP at {settings.resource_url} (data in {settings.data_dir})", file=sys.stderr)
-    print(serve_banner(settings), file=sys.stderr)
-    run_server(app, settings)
+        return EXIT_SETTINGS
+    check_data_dir(settings)
+    with _listening(settings) as (settings, sock):
+        _load_demo(settings)
+        app = build_app(settings)
+        where = f"{settings.resource_url} (data in {settings.data_dir})"
+        print(f"aml-mcp serving MCP at {where}", file=sys.stderr)
+        print(serve_banner(settings), file=sys.stderr)
+        run_server(app, settings, sock)
     return 0
+
+
+@contextlib.contextmanager
+def _listening(settings: Settings) -> Iterator[tuple[Settings, socket.socket]]:
+    """The socket bound first (a busy port fails before the demo loads or the banner claims
+    anything), with the settings naming the port actually bound when port 0 asked for any."""
+    sock = bind_listener(settings.host, settings.port)
+    try:
+        if settings.port == 0:
+            settings = settings.model_copy(update={"port": int(sock.getsockname()[1])})
+        yield settings, sock
+    finally:
+        sock.close()
 
 
 def _load_demo(settings: Settings) -> None:
@@ -111,10 +134,9 @@ def serve_banner(settings: Settings) -> str:
     if not auth.enabled:
         return "authentication is OFF (loopback only): every request acts as the local principal"
     lines = [f"OAuth resource: {settings.resource_url} (metadata: /.well-known/oauth-protected-resource/mcp)"]
-    trusted = [issuer.issuer for issuer in auth.issuers]
+    trusted = trusted_issuers(settings)
     if auth.dev.enabled:
         issuer = dev_issuer(settings.resource_url, auth.dev.path)
-        trusted.insert(0, issuer)
         lines += [
             f"development authorization server: {issuer}",
             f"  demo users (password = user name): {_demo_users()}",
@@ -150,10 +172,12 @@ def _conformance_server(args: argparse.Namespace) -> int:
         log_level="warning",
         auth=AuthSettings(enabled=False),
     )
-    catalog: Catalog = fixture_catalog()
-    app = build_app(settings, catalog=catalog)
-    print(f"conformance fixture server at {settings.resource_url}", file=sys.stderr)
-    run_server(app, settings)
+    check_data_dir(settings)
+    with _listening(settings) as (settings, sock):
+        catalog: Catalog = fixture_catalog()
+        app = build_app(settings, catalog=catalog)
+        print(f"conformance fixture server at {settings.resource_url}", file=sys.stderr)
+        run_server(app, settings, sock)
     return 0
 
 

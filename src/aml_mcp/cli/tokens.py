@@ -1,4 +1,10 @@
-"""`aml-mcp token` and `aml-mcp revoke`: a development token for scripts, and the revocation list."""
+"""`aml-mcp token` and `aml-mcp revoke`: a development token for scripts, and the revocation list.
+
+`revoke` compares `--issuer` exactly with the issuers the server trusts (as the server compares a
+token's `iss`): a revocation recorded under a near miss (a trailing slash, `localhost` for
+`127.0.0.1`, another port) would deny nothing while the command reported success. So it refuses
+an untrusted issuer unless `--force` says the issuer is about to be trusted.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ import sys
 from typing import Any
 
 from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
-from aml_mcp.cli.options import address_options, data_options, settings_from
+from aml_mcp.cli.options import address_options, data_options, settings_from, trusted_issuers
+from aml_mcp.cli.startup import EXIT_SETTINGS
 from aml_mcp.config import Settings
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, token_minter
 from aml_mcp.store.sqlite import SqliteDatabase
@@ -72,8 +79,27 @@ def _entry(entry: Any) -> dict[str, Any]:
 def _revoke(args: argparse.Namespace) -> int:
     if not (args.list or args.jti or args.subject):
         print("aml-mcp revoke: give --jti, --subject (with --issuer) or --list", file=sys.stderr)
-        return 2
-    return asyncio.run(_with_revocations(settings_from(args), args))
+        return EXIT_SETTINGS
+    settings = settings_from(args)
+    adding = not (args.list or args.lift)
+    if adding and args.issuer is not None and not args.force:
+        refusal = _untrusted(args.issuer, trusted_issuers(settings))
+        if refusal is not None:
+            print(f"aml-mcp revoke: {refusal}", file=sys.stderr)
+            return EXIT_SETTINGS
+    return asyncio.run(_with_revocations(settings, args))
+
+
+def _untrusted(issuer: str, trusted: list[str]) -> str | None:
+    """Why a revocation for `issuer` would deny nothing on this server (None: it is trusted)."""
+    if issuer in trusted:
+        return None
+    known = ", ".join(trusted) if trusted else "none (authentication is off)"
+    return (
+        f"refusing: {issuer!r} is not an issuer this server trusts, so the revocation would deny "
+        f"nothing (trusted, compared exactly: {known}; give --port/--host/--config as for serve, "
+        "or --force to record it for an issuer about to be trusted)"
+    )
 
 
 def add_commands(commands: Any) -> None:
@@ -92,7 +118,9 @@ def add_commands(commands: Any) -> None:
     token.set_defaults(run=_token)
 
     revoke = commands.add_parser(
-        "revoke", parents=[data_options()], help="deny a token (--jti) or every token of a subject"
+        "revoke",
+        parents=[data_options(), address_options()],
+        help="deny a token (--jti) or every token of a subject",
     )
     revoke.add_argument("--jti", help="the token id to deny")
     revoke.add_argument("--subject", help="the subject to deny (needs --issuer)")
@@ -100,4 +128,9 @@ def add_commands(commands: Any) -> None:
     revoke.add_argument("--note", help="why (kept with the revocation)")
     revoke.add_argument("--lift", action="store_true", help="remove the revocation instead")
     revoke.add_argument("--list", action="store_true", help="print the revocation list")
+    revoke.add_argument(
+        "--force",
+        action="store_true",
+        help="record a revocation for an issuer the server does not trust (yet)",
+    )
     revoke.set_defaults(run=_revoke)

@@ -11,7 +11,15 @@ from starlette.responses import JSONResponse
 logger = logging.getLogger(__name__)
 
 ReadinessProbe = Callable[[], Awaitable[None]]
-"""Raises when the thing it probes is unreachable."""
+"""Raises when the thing it probes is unreachable (`NotReady` when the reason may be shown)."""
+
+
+class NotReady(Exception):
+    """A probe's verdict whose message is safe to publish on `/readyz` (no paths, no secrets).
+
+    Operators and orchestrators read the reason to know what to fix (for example "notes.db is
+    damaged ...: restore it from a backup"); any other exception is only named, and logged.
+    """
 
 
 async def healthz(request: Request) -> JSONResponse:
@@ -21,14 +29,22 @@ async def healthz(request: Request) -> JSONResponse:
 def readyz(probes: Sequence[tuple[str, ReadinessProbe]]) -> Callable[[Request], Awaitable[JSONResponse]]:
     async def endpoint(request: Request) -> JSONResponse:
         failing: list[str] = []
+        reasons: dict[str, str] = {}
         for name, probe in probes:
             try:
                 await probe()
+            except NotReady as exc:
+                logger.warning("readiness probe %s: %s", name, exc)
+                failing.append(name)
+                reasons[name] = str(exc)
             except Exception:
                 logger.warning("readiness probe %s failed", name, exc_info=True)
                 failing.append(name)
         if failing:
-            return JSONResponse({"status": "unavailable", "failing": failing}, status_code=503)
+            body: dict[str, object] = {"status": "unavailable", "failing": failing}
+            if reasons:
+                body["reasons"] = reasons
+            return JSONResponse(body, status_code=503)
         return JSONResponse({"status": "ready"})
 
     return endpoint

@@ -3,8 +3,18 @@
 Every write runs on one dedicated thread. Writes that arrive while a transaction is being
 committed wait and are committed together in the next one, so one fsync covers many callers:
 durability costs one disk flush per batch, not per request. Each write runs in its own
-savepoint, so one failing write never takes its batch-mates down with it. Reads run on worker
-threads with their own connections; WAL mode lets them proceed while the writer commits.
+savepoint, so one failing write never takes its batch-mates down with it. Reads borrow a
+connection from a small pool for the length of one operation; WAL mode lets them proceed while
+the writer commits.
+
+Files at rest: the database and its WAL and shared-memory files are owner-only (0600), whatever
+the process umask, because they hold every bank's tasks, SAR drafts and audit trail. SQLite
+gives the `-wal` and `-shm` files the mode of the database file, so creating that file 0600
+first is enough for a new store; an existing one is tightened on open.
+
+A file that exists but is empty or not SQLite is refused (`DatabaseFileError`) instead of being
+taken for a new store: an empty `aml-mcp.db` would silently forget every task, audit event and
+revocation, and a revoked token would be accepted again.
 """
 
 from __future__ import annotations
@@ -12,10 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import queue
+import secrets
 import sqlite3
+import stat
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -28,6 +41,133 @@ T = TypeVar("T")
 Operation = Callable[[sqlite3.Connection], T]
 
 MAX_BATCH = 256
+MAX_IDLE_READERS = 8
+"""Read connections kept open between reads; more may be open while more reads run at once.
+
+Reads are short (milliseconds), so a handful of pooled connections serves the worker threads of
+a busy server; connections beyond this are closed when their read ends instead of waiting on
+their threads (which anyio retires after 10 s idle) and leaking two file descriptors each."""
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+PRIVATE_FILE_MODE = 0o600
+SIDE_FILE_SUFFIXES = ("-wal", "-shm", "-journal")
+"""Files SQLite keeps beside a database; they hold the same data, so they get the same mode."""
+
+
+class DatabaseFileError(RuntimeError):
+    """A database file that exists but cannot be used as it is: empty, not SQLite, or damaged.
+
+    The message names the file and what an operator can do about it, in one line, because the
+    command line prints it as the reason the server did not start.
+    """
+
+
+def restrict_to_owner(path: Path) -> None:
+    """Make `path` and the files SQLite keeps beside it owner-only, if they exist."""
+    for candidate in (path, *(path.with_name(path.name + suffix) for suffix in SIDE_FILE_SUFFIXES)):
+        try:
+            mode = candidate.stat().st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_IMODE(mode) & 0o077:
+            os.chmod(candidate, stat.S_IMODE(mode) & 0o700)
+
+
+def prepare_database_file(path: Path) -> None:
+    """Before SQLite opens `path`: refuse an empty or foreign file, create a new one owner-only.
+
+    A missing file is a new store: it is made under a temporary name with mode 0600, given its
+    SQLite header (WAL mode), and linked into place, so no other process ever sees it empty (an
+    empty file is what `check_database_file` refuses). SQLite then creates the WAL and
+    shared-memory files with the database file's mode. An existing file must start with the
+    SQLite header; it and its side files are tightened to owner-only.
+    """
+    if not path.exists():
+        _create_database_file(path)
+    check_database_file(path)
+    restrict_to_owner(path)
+
+
+def _create_database_file(path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
+        with contextlib.suppress(FileExistsError):  # another process created it first: theirs wins
+            os.link(tmp, path)
+    finally:
+        for leftover in (tmp, *(tmp.with_name(tmp.name + suffix) for suffix in SIDE_FILE_SUFFIXES)):
+            leftover.unlink(missing_ok=True)
+
+
+def check_database_file(path: Path, *, thorough: bool = False) -> None:
+    """Raise `DatabaseFileError` unless `path` is missing or looks like a sound SQLite database.
+
+    The quick form reads the first bytes only: an empty file (a failed copy, a full disk at the
+    wrong moment) or a file that is no SQLite database. `thorough` also runs `PRAGMA quick_check`,
+    which reads every page (seconds for gigabytes): for start-up, never on a request's path.
+    """
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise DatabaseFileError(f"{path} cannot be read ({exc.strerror or exc})") from exc
+    if not head:
+        raise DatabaseFileError(
+            f"{path} is empty (0 bytes), so everything it held is gone: restore it from a backup, "
+            "or remove it to start with an empty store"
+        )
+    if head != SQLITE_HEADER:
+        raise DatabaseFileError(f"{path} is not a SQLite database: restore it from a backup")
+    if thorough:
+        problem = integrity_problem(path)
+        if problem is not None:
+            raise DatabaseFileError(f"{path} is damaged ({problem}): restore it from a backup")
+
+
+_DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+_ACCESS_CODES = frozenset({sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM})
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether a SQLite error says the file itself is damaged (not locked, full or unwritable)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and code is not None and code & 0xFF in _DAMAGE_CODES
+
+
+def open_failure(path: Path, exc: sqlite3.Error) -> str:
+    """One line for an operator: why the database at `path` could not be opened, and what to do."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _ACCESS_CODES:
+        return f"{path} cannot be opened for writing ({exc}): is the data directory writable?"
+    if is_damage(exc):
+        return f"{path} is damaged ({exc}): restore it from a backup"
+    return f"{path} cannot be opened ({exc})"
+
+
+def integrity_problem(path: Path) -> str | None:
+    """The first problem `PRAGMA quick_check` finds in the database at `path`, or None."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+    except sqlite3.Error as exc:
+        return str(exc)
+    try:
+        rows = conn.execute("PRAGMA quick_check(1)").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    finally:
+        conn.close()
+    first = str(rows[0][0]) if rows else "no answer"
+    if first == "ok":
+        return None
+    # quick_check reports over several lines ("*** in database main ***\nPage 56: ..."): keep one.
+    return " ".join(first.replace("*** in database main ***", "").split())
 
 
 class Migration(NamedTuple):
@@ -77,9 +217,10 @@ class SqliteDatabase:
         self.path = path
         self._jobs: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._readers_lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._idle_lock = threading.Lock()
+        self._retiring = False
+        """Set by `close`: a read that ends afterwards closes its connection instead of pooling it."""
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -90,11 +231,20 @@ class SqliteDatabase:
         return conn
 
     def open(self) -> None:
-        """Open the file (creating it) and start the writer thread."""
+        """Open the file (creating it, owner-only) and start the writer thread.
+
+        Raises `DatabaseFileError` for an existing file that is empty or not a SQLite database.
+        """
         if self._writer is not None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        writer_conn = self._connect()
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        prepare_database_file(self.path)
+        try:
+            writer_conn = self._connect()
+        except sqlite3.DatabaseError as exc:
+            raise DatabaseFileError(open_failure(self.path, exc)) from exc
+        restrict_to_owner(self.path)
+        self._retiring = False
         self._writer = threading.Thread(
             target=self._write_loop, args=(writer_conn,), name="sqlite-writer", daemon=True
         )
@@ -107,10 +257,11 @@ class SqliteDatabase:
         self._jobs.put(_STOP)
         self._writer.join()
         self._writer = None
-        with self._readers_lock:
-            for conn in self._readers:
-                conn.close()
-            self._readers.clear()
+        with self._idle_lock:
+            self._retiring = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
     def _write_loop(self, conn: sqlite3.Connection) -> None:
         try:
@@ -176,19 +327,43 @@ class SqliteDatabase:
             raise RuntimeError("database is not open")
         self._jobs.put(_Job(operation, None, None))
 
-    def _reader(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection for one operation, from the pool (or new), returned after it.
+
+        Connections belong to the pool, not to threads: a thread that ends leaves nothing open,
+        and at most `MAX_IDLE_READERS` stay open between reads.
+        """
+        with self._idle_lock:
+            conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = self._connect()
             conn.execute("PRAGMA query_only=ON")
-            self._local.conn = conn
-            with self._readers_lock:
-                self._readers.append(conn)
-        return conn
+        try:
+            yield conn
+        finally:
+            self._give_back(conn)
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        try:
+            if conn.in_transaction:  # an operation left a read transaction open: end it
+                conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            conn.close()
+            return
+        with self._idle_lock:
+            if not self._retiring and len(self._idle) < MAX_IDLE_READERS:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _run_read(self, operation: Operation[T]) -> T:
+        with self._reader() as conn:
+            return operation(conn)
 
     async def read(self, operation: Operation[T]) -> T:
         """Run `operation` on a read-only connection in a worker thread."""
-        return await anyio.to_thread.run_sync(lambda: operation(self._reader()))
+        return await anyio.to_thread.run_sync(self._run_read, operation)
 
     def read_now(self, operation: Operation[T]) -> T:
         """Run a read on the calling thread, blocking it for as long as the read takes.
@@ -196,7 +371,7 @@ class SqliteDatabase:
         For start-up code, command-line tools, and point lookups by primary key on the request
         path: those take microseconds, far less than the hop to a worker thread and back.
         """
-        return operation(self._reader())
+        return self._run_read(operation)
 
     async def apply(self, migration: Migration) -> int:
         """`migrate` for a component's `Migration`."""

@@ -136,6 +136,10 @@ class SearchHit(BaseModel):
     score: float
     snippet: str
     subjects: list[Subject] = Field(description="The note's subjects, those matching the query first.")
+    matched_subjects: list[str] = Field(
+        default_factory=list,
+        description="Names of the note's subjects the query named (by name or account), in note order.",
+    )
     matched_identifiers: list[str] = Field(
         default_factory=list, description="Exact identifiers from the query found on this note."
     )
@@ -243,11 +247,13 @@ class NoteSearch:
     def _render(self, notes: TenantNotes, ranked: list[_Ranked], query: str) -> list[SearchHit]:
         found = notes.get([r.rowid for r in ranked])
         snippet = Highlighter(lexical_terms(query), SNIPPET_TOKENS, HIGHLIGHT)
+        spoken = f" {normalise_name(query)} "  # once per query, not once per hit
         hits: list[SearchHit] = []
         for r in ranked:
             note = found.get(r.rowid)
             if note is None:
                 continue
+            named = _named_subjects(note, r.matched, spoken)
             hits.append(
                 SearchHit(
                     note_id=note.note_id,
@@ -255,7 +261,8 @@ class NoteSearch:
                     created_at=note.created_at.isoformat(),
                     score=round(r.score, 6),
                     snippet=snippet(note.text),
-                    subjects=_subjects_first_matching(note, r.matched, query),
+                    subjects=[s for s, f in named if f] + [s for s, f in named if not f],
+                    matched_subjects=[s.name for s, f in named if f],
                     matched_identifiers=sorted({m.split(":", 1)[0] for m in r.matched}),
                     typologies=list(note.typologies),
                 )
@@ -263,17 +270,16 @@ class NoteSearch:
         return hits
 
 
-def _subjects_first_matching(note: CaseNote, matched: tuple[str, ...], query: str) -> list[Subject]:
-    """The note's subjects, those the query named (exactly or by name) first."""
+def _named_subjects(note: CaseNote, matched: tuple[str, ...], spoken: str) -> list[tuple[Subject, bool]]:
+    """Each of the note's subjects, and whether the query named it: exactly (its normalised name
+    or account id is one of the query's identifier candidates the store found on this note, so
+    the candidates need no second computation) or by name within `spoken`, the query's normalised
+    name form padded with spaces, computed once per query."""
     values = {m.split(":", 1)[1] for m in matched}
-    q_name = f" {normalise_name(query)} "
 
     def named(s: Subject) -> bool:
         name = normalise_name(s.name)
         account = normalise_identifier(s.account_id) if s.account_id else None
-        return name in values or account in values or f" {name} " in q_name
+        return name in values or account in values or f" {name} " in spoken
 
-    flags = [named(s) for s in note.subjects]
-    return [s for s, f in zip(note.subjects, flags, strict=True) if f] + [
-        s for s, f in zip(note.subjects, flags, strict=True) if not f
-    ]
+    return [(s, named(s)) for s in note.subjects]

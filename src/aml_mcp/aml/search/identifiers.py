@@ -22,24 +22,44 @@ _MAX_CANDIDATES = 160
 
 
 def identifier_candidates(query: str) -> list[str]:
-    """Normalised strings from `query` worth an exact lookup, most specific first, bounded in number."""
+    """Normalised strings from `query` worth an exact lookup, most specific first, bounded in number.
+
+    Compute once per query (the search and the rendering of its hits share the result). The
+    work is bounded by the query's length: each token is normalised once and runs are built by
+    joining normalised tokens (normalising a run equals joining its normalised tokens), only runs
+    that hold a digit are built for identifiers, and generation stops at `_MAX_CANDIDATES`.
+    """
     tokens = _TOKEN.findall(query)
     out: dict[str, None] = {}
     whole_id = normalise_identifier(query)
     if any(ch.isdigit() for ch in whole_id) and len(whole_id) >= _MIN_ID_CHARS:
         out[whole_id] = None
+    pieces = [normalise_identifier(token) for token in tokens]
+    digits = [any(ch.isdigit() for ch in piece) for piece in pieces]
+    following_digit = len(tokens)  # index of the nearest token at or after i that holds a digit
+    starts: list[int] = [0] * len(tokens)
+    for i in range(len(tokens) - 1, -1, -1):
+        if digits[i]:
+            following_digit = i
+        starts[i] = following_digit
     for i in range(len(tokens)):
-        for size in range(1, _MAX_ID_TOKENS + 1):
-            if i + size > len(tokens):
-                break
-            norm = normalise_identifier("".join(tokens[i : i + size]))
-            if any(ch.isdigit() for ch in norm) and len(norm) >= _MIN_ID_CHARS:
-                out[norm] = None
-    words = [t for t in tokens if not any(ch.isdigit() for ch in t)]
+        if len(out) >= _MAX_CANDIDATES:
+            return list(out)[:_MAX_CANDIDATES]
+        first_digit = starts[i]
+        if first_digit >= i + _MAX_ID_TOKENS:
+            continue  # no run of up to _MAX_ID_TOKENS tokens from here holds a digit
+        run = "".join(pieces[i:first_digit])
+        for end in range(first_digit, min(i + _MAX_ID_TOKENS, len(tokens))):
+            run += pieces[end]
+            if len(run) >= _MIN_ID_CHARS:
+                out[run] = None
+    words = [normalise_name(t) for t in tokens if not any(ch.isdigit() for ch in t)]
     whole_name = normalise_name(query)
     if whole_name:
         out[whole_name] = None
     for size in (4, 3, 2):
         for i in range(len(words) - size + 1):
-            out[normalise_name(" ".join(words[i : i + size]))] = None
+            if len(out) >= _MAX_CANDIDATES:
+                return list(out)[:_MAX_CANDIDATES]
+            out[" ".join(words[i : i + size])] = None
     return list(out)[:_MAX_CANDIDATES]

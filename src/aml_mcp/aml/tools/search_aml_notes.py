@@ -1,19 +1,22 @@
 """`search_aml_notes` (sync, `aml:read`): hybrid search over the caller's bank's notes.
 
 Its input schema is generated from `SearchRequest`, the model the body validates with, so the
-contract and the validation cannot drift. The search itself runs in a worker thread.
+contract and the validation cannot drift. The search and the rendering of its hits run together
+in a worker thread, never on the event loop. Which subjects the query named comes with each hit
+from the search, which computed the query's identifier candidates once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import mcp_types as types
 from pydantic import ValidationError
 
-from aml_mcp.aml.notes import normalise_identifier, normalise_name, normalise_typology
+from aml_mcp.aml.note_store import NotesDamagedError
+from aml_mcp.aml.notes import normalise_typology
 from aml_mcp.aml.search.engine import SearchHit, SearchRequest
-from aml_mcp.aml.search.identifiers import identifier_candidates
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.aml.tools.schema_parts import STRING, _strings
 from aml_mcp.aml.tools.scopes import READ
@@ -82,19 +85,7 @@ def _validation_text(exc: ValidationError) -> str:
 # -- search_aml_notes ---------------------------------------------------------------------------
 
 
-def _matched_subjects(hit: SearchHit, query: str) -> list[str]:
-    candidates = set(identifier_candidates(query))
-    spoken = f" {normalise_name(query)} "
-    return [
-        s.name
-        for s in hit.subjects
-        if normalise_name(s.name) in candidates
-        or f" {normalise_name(s.name)} " in spoken
-        or (s.account_id is not None and normalise_identifier(s.account_id) in candidates)
-    ]
-
-
-def _search_result(hit: SearchHit, query: str) -> dict[str, Any]:
+def _search_result(hit: SearchHit) -> dict[str, Any]:
     """One hit on the wire (dates of birth stay out of search results: finding a note needs none)."""
     return {
         "note_id": hit.note_id,
@@ -103,10 +94,29 @@ def _search_result(hit: SearchHit, query: str) -> dict[str, Any]:
         "score": hit.score,
         "snippet": hit.snippet,
         "subjects": [{"name": s.name, "account_id": s.account_id, "role": s.role} for s in hit.subjects],
-        "matched_subjects": _matched_subjects(hit, query),
+        "matched_subjects": hit.matched_subjects,
         "matched_identifiers": hit.matched_identifiers,
         "typologies": hit.typologies,
     }
+
+
+def render_results(hits: Sequence[SearchHit]) -> types.CallToolResult:
+    """The tool result for `hits` (run in the search's worker thread, not on the event loop)."""
+    results = [_search_result(hit) for hit in hits]
+    lines = [
+        f"{i}. {r['note_id']} (case {r['case_id']}, {r['created_at'][:10]}, score {r['score']:.3f}): "
+        f"{r['snippet']}"
+        for i, r in enumerate(results, start=1)
+    ]
+    return types.CallToolResult(
+        content=[types.TextContent(text="\n".join(lines) or "No matching notes.")],
+        structured_content={"results": results},
+    )
+
+
+NOTES_DAMAGED = (
+    "The case-notes store is damaged, so search is unavailable until an operator restores it from a backup."
+)
 
 
 def search_tool(services: AmlService, settings: AmlSettings) -> ToolSpec:
@@ -118,17 +128,10 @@ def search_tool(services: AmlService, settings: AmlSettings) -> ToolSpec:
         if request.typology is not None and not normalise_typology(request.typology):
             # It would normalise to no code at all, which the dense half of the search reads as "no filter".
             return tool_error("Invalid arguments:\n- typology: must contain a letter or digit")
-        hits = await services.search(ctx.principal.tenant, request)
-        results = [_search_result(hit, request.query) for hit in hits]
-        lines = [
-            f"{i}. {r['note_id']} (case {r['case_id']}, {r['created_at'][:10]}, score {r['score']:.3f}): "
-            f"{r['snippet']}"
-            for i, r in enumerate(results, start=1)
-        ]
-        return types.CallToolResult(
-            content=[types.TextContent(text="\n".join(lines) or "No matching notes.")],
-            structured_content={"results": results},
-        )
+        try:
+            return await services.search_and_render(ctx.principal.tenant, request, render_results)
+        except NotesDamagedError:
+            return tool_error(NOTES_DAMAGED)
 
     return ToolSpec(
         name="search_aml_notes",

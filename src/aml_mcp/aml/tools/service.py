@@ -12,6 +12,7 @@ a request's path.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 import anyio.to_thread
 
@@ -21,6 +22,8 @@ from aml_mcp.aml.notes import InvalidTenantError, validate_tenant
 from aml_mcp.aml.sar.batches import CaseWork
 from aml_mcp.aml.search.embeddings import Embedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchHit, SearchRequest
+
+R = TypeVar("R")
 
 
 class AmlService:
@@ -59,8 +62,18 @@ class AmlService:
         return True
 
     async def search(self, tenant: str, request: SearchRequest) -> list[SearchHit]:
+        return await self.search_and_render(tenant, request, list)
+
+    async def search_and_render(
+        self, tenant: str, request: SearchRequest, render: Callable[[list[SearchHit]], R]
+    ) -> R:
+        """Search, then `render` the hits, both in one worker thread.
+
+        Rendering fifty hits is Python work of the same order as the search itself; on the event
+        loop it would stall every other request of every tenant for that long.
+        """
         if not self.holds_notes(tenant):
-            return []
+            return render([])
         searcher = self.searcher()
         view = self.store.tenant(tenant)
-        return await anyio.to_thread.run_sync(searcher.search, view, request)
+        return await anyio.to_thread.run_sync(lambda: render(searcher.search(view, request)))
