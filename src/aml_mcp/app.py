@@ -37,6 +37,7 @@ from aml_mcp.http.health import NotReady, ReadinessProbe, healthz, readyz
 from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
 from aml_mcp.secrets_store import load_or_create_secret
+from aml_mcp.server_record import ServerRecord
 from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.subscriptions.bus import LocalEventBus
 from aml_mcp.subscriptions.events import AccessChanged, ListChanged
@@ -88,11 +89,8 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         components.append(aml)
         probes.append(("notes", _reporting(aml.notes_problem)))
     tools = catalog.tools
-    hierarchy = ScopeHierarchy(
-        settings.auth.scope_hierarchy
-        if settings.auth.scope_hierarchy is not None
-        else catalog.scope_hierarchy
-    )
+    configured = settings.auth.scope_hierarchy
+    hierarchy = ScopeHierarchy(configured if configured is not None else catalog.scope_hierarchy)
 
     tasks = build_tasks(settings.tasks, database=database, tools=tools, audit=audit.log.record, bus=bus)
     scope_rules = ScopeRules(
@@ -157,7 +155,6 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     plain = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
     streaming = StreamableHTTPSessionManager(app=server, json_response=False, stateless=True)
     admission: Admission = auth.admission
-    probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
     if not settings.auth.audit_fail_open:
         # A decision that cannot be recorded is not made: 503 and not ready until the trail writes again.
         admission = RefuseWhileUnavailable(admission, audit.log.unavailable_reason)
@@ -167,6 +164,9 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     )
     components.append(Parts(lifetime=lambda: _both(plain.run(), streaming.run())))
 
+    # For the commands that act for this server (`aml-mcp token`, `aml-mcp revoke`): see server_record.
+    record = ServerRecord(settings.resource_url, tuple(auth.trusted_issuers))
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         database.open()
@@ -174,6 +174,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
             for component in components:
                 for migration in component.migrations:
                     await database.apply(migration)
+            record.write(data_dir)
             async with contextlib.AsyncExitStack() as stack:
                 for component in components:
                     await stack.enter_async_context(component.running())

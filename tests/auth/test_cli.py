@@ -54,7 +54,11 @@ def test_audit_tail_on_an_empty_data_dir(tmp_path: Path, capsys: pytest.CaptureF
     assert capsys.readouterr().out == ""
 
 
-def test_revoke_list_and_lift(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_revoke_list_and_lift(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server this data directory belongs to trusts https://id.example (as its settings say).
+    monkeypatch.setenv("AML_MCP_AUTH__ISSUERS", '[{"issuer": "https://id.example"}]')
     base = ["revoke", "--data-dir", str(tmp_path)]
     assert cli_main([*base, "--jti", "tok-1", "--note", "leaked"]) == 0
     assert cli_main([*base, "--subject", "bob", "--issuer", "https://id.example"]) == 0

@@ -87,7 +87,7 @@ def jsonl_events(data_dir: Path) -> list[dict[str, Any]]:
     return events
 
 
-def wait_until(condition: Callable[[], bool], *, timeout: float = 10.0, what: str = "condition") -> None:
+def wait_until(condition: Callable[[], bool], *, timeout: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

@@ -76,6 +76,8 @@ class Auth:
     routes: Sequence[BaseRoute] = ()
     cache_scope: str = "public"
     enabled: bool = False
+    trusted_issuers: Sequence[str] = ()
+    """Every `iss` a token may carry here (JWT issuers, then the introspection issuer)."""
     issuer_keys: list[IssuerKeys] = field(default_factory=list)
     http: _HttpClient = field(default_factory=_HttpClient)
     migrations: Sequence[Migration] = (Migration(REVOCATION_COMPONENT, REVOCATION_MIGRATIONS),)
@@ -202,6 +204,7 @@ def build_auth(
         admission=admission,
         revocations=revocations,
         hierarchy=hierarchy,
+        trusted_issuers=tuple(authorization_servers),
         routes=metadata.routes(),
         cache_scope="private",
         enabled=True,

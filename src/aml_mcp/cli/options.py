@@ -7,6 +7,7 @@ from pathlib import Path
 
 from aml_mcp.config import Settings, load_settings
 from aml_mcp.devauth.wiring import dev_issuer
+from aml_mcp.server_record import ServerRecord
 
 
 def data_options() -> argparse.ArgumentParser:
@@ -35,16 +36,28 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
-def trusted_issuers(settings: Settings) -> list[str]:
-    """The `iss` values whose tokens a server with these settings accepts, exactly as it compares them.
+def served_url(settings: Settings, args: argparse.Namespace) -> str:
+    """The resource URL of the server whose data directory this is: `--host`/`--port` when given,
+    else what that server recorded when it last started, else what the settings say."""
+    if getattr(args, "host", None) is None and getattr(args, "port", None) is None:
+        record = ServerRecord.read(settings.data_dir)
+        if record is not None:
+            return record.resource_url
+    return settings.resource_url
 
-    The development issuer (when on) first, then the configured issuers and the introspection
-    issuer; none when authentication is off (every request is then the local principal).
+
+def trusted_issuers(settings: Settings) -> list[str]:
+    """The `iss` values whose tokens the server on this data directory accepts, exactly as it
+    compares them: those it recorded when it last started, and those these settings name (the
+    development issuer when on, the configured issuers, the introspection issuer).
     """
     auth = settings.auth
+    record = ServerRecord.read(settings.data_dir)
+    recorded = list(record.trusted_issuers) if record is not None else []
     if not auth.enabled:
-        return []
+        return recorded
     trusted = [dev_issuer(settings.resource_url, auth.dev.path)] if auth.dev.enabled else []
+    trusted += recorded
     trusted += [issuer.issuer for issuer in auth.issuers]
     if auth.introspection is not None:
         trusted.append(auth.introspection.issuer)

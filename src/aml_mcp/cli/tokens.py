@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
-from aml_mcp.cli.options import address_options, data_options, settings_from, trusted_issuers
+from aml_mcp.cli.options import address_options, data_options, served_url, settings_from, trusted_issuers
 from aml_mcp.cli.startup import EXIT_SETTINGS
 from aml_mcp.config import Settings
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, token_minter
@@ -26,7 +26,7 @@ def _token(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     minter = token_minter(
         settings.ensure_data_dir(),
-        resource_url=settings.resource_url,
+        resource_url=served_url(settings, args),
         path=settings.auth.dev.path,
         tenant_claim=settings.auth.tenant_claim,
     )
