@@ -24,6 +24,7 @@ from aml_mcp.catalog import Catalog
 from aml_mcp.config import AuthSettings, Settings, load_settings
 from aml_mcp.devauth.users import DEMO_USERS
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, dev_issuer
+from aml_mcp.http.protocol import uvicorn_options
 
 
 class _Server(uvicorn.Server):
@@ -50,6 +51,9 @@ class _Server(uvicorn.Server):
 
 
 def run_server(app: Starlette, settings: Settings) -> None:
+    """Serve `app` with uvicorn, bounded: head size, request read time and connections come from
+    `settings.http` (`uvicorn_options`), so a slow or endless client holds neither memory nor a
+    connection for long."""
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -58,6 +62,7 @@ def run_server(app: Starlette, settings: Settings) -> None:
         timeout_graceful_shutdown=int(settings.shutdown_timeout_seconds),
         proxy_headers=False,
         server_header=False,
+        **uvicorn_options(settings.http),
     )
     install_access_log_redaction()
     _Server(config, app.state.runtime).run()
