@@ -77,7 +77,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)
         super().data_received(data)
         if self._in_head and self._head_bytes > self.max_head_bytes and not self.transport.is_closing():
-            self.logger.warning("Request head over %d bytes; closing the connection.", self.max_head_bytes)
+            self.logger.info("Request head over %d bytes; closing the connection.", self.max_head_bytes)
             self._refuse(431, f"Request header fields too large: at most {self.max_head_bytes} bytes")
 
     # Parser callbacks (httptools calls them from inside `data_received`)
@@ -96,6 +96,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = True
         self._head_bytes = 0
         self._disarm()
+
+    def handle_websocket_upgrade(self) -> None:
+        self._disarm()  # the connection now belongs to another protocol object
+        super().handle_websocket_upgrade()
 
     # The deadline
 
@@ -143,10 +147,12 @@ def bounded_protocol(*, max_head_bytes: int, read_timeout: float) -> type[Bounde
 
 def uvicorn_options(limits: HttpSettings) -> dict[str, Any]:
     """The `uvicorn.Config` keywords that bound what one client can hold: head size, read time,
-    connections (uvicorn answers 503 beyond `limit_concurrency`)."""
+    connections (uvicorn answers 503 beyond `limit_concurrency`). No route speaks WebSocket, so
+    upgrades are not offered at all."""
     return {
         "http": bounded_protocol(
             max_head_bytes=limits.max_header_bytes, read_timeout=limits.request_read_timeout_seconds
         ),
         "limit_concurrency": limits.max_connections,
+        "ws": "none",
     }
