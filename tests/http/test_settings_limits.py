@@ -13,7 +13,7 @@ def test_defaults_bound_every_client() -> None:
     settings = load_settings()
     limits = settings.http
     assert (limits.max_header_count, limits.max_header_bytes, limits.max_json_depth) == (100, 32 * 1024, 64)
-    assert limits.request_read_timeout_seconds == 30.0 and limits.max_connections == 1000
+    assert limits.request_read_timeout_seconds == 30.0 and limits.max_connections == 768
     assert settings.max_listen_streams_per_principal == 16
 
 

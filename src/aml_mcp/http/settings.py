@@ -30,6 +30,7 @@ class HttpSettings(BaseModel):
     """How long a client has to send one whole request (line, headers and body), counted from the
     moment it opened the connection or began its next request; then the connection is closed (408
     while no response has begun). A client that trickles bytes cannot hold a connection longer."""
-    max_connections: int = Field(default=1000, ge=1)
+    max_connections: int = Field(default=768, ge=1)
     """Open connections (listen streams included) beyond which a new request is answered 503 at
-    once; keeps one client from exhausting file descriptors."""
+    once, so clients cannot exhaust file descriptors (the default stays below the common soft
+    limit of 1024 open files, with room for the stores and logs)."""
