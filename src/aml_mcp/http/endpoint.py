@@ -1,10 +1,11 @@
 """The `/mcp` endpoint: the checks that belong to HTTP, then the SDK's stateless entry.
 
-Order of work for one POST: method → body (bounded) → body well-formed (valid Unicode, bounded
-nesting: refused once, here, and audited) → admission (who is calling, may they make this request)
-→ protocol-version header → hand over to the SDK. Plain requests go to an SDK
-entry in JSON response mode (half the cost of SSE mode); requests that stream — a listen, or a
-call that asked for progress or log messages — go to one in SSE mode.
+Order of work for one POST: method → body (bounded, and complete: a body cut short by a
+disconnect is never processed) → body well-formed (valid Unicode, bounded nesting: refused once,
+here, and audited) → admission (who is calling, may they make this request) → protocol-version
+header → hand over to the SDK. Plain requests go to an SDK entry in JSON response mode (half the
+cost of SSE mode); requests that stream — a listen, or a call that asked for progress or log
+messages — go to one in SSE mode.
 """
 
 from __future__ import annotations

@@ -11,12 +11,12 @@ A stream ends gracefully — the `subscriptions/listen` result, with the subscri
 end of the response — on server shutdown, on token expiry (a timer, not only the next event), on
 revocation or lost scope, and when the client reads too slowly to keep its bounded queue from
 overflowing. A client that drops the connection cancels the handler, which frees everything.
+Nothing is ever resumed or replayed: `Last-Event-ID` and `Mcp-Session-Id` are ignored, and a
+client that reconnects sends a new listen.
 
 Streams are bounded per caller (issuer and subject) as well as server-wide, and the slot is taken
 before any task id is looked up, so one caller can neither lock everybody out of listening nor
 make the server do per-id work for streams it may not open.
-Nothing is ever resumed or replayed: `Last-Event-ID` and `Mcp-Session-Id` are ignored, and a
-client that reconnects sends a new listen.
 """
 
 from __future__ import annotations
@@ -167,7 +167,9 @@ class ListenHandler:
         self._clock = clock
         self._streams: set[_Stream] = set()
         self._slots: dict[tuple[str, str], int] = {}
-        """Streams held (or being opened) per caller; their sum is checked against `max_streams`."""
+        """Streams held (or being opened) per caller."""
+        self._held = 0
+        """Their total, checked against `max_streams`."""
 
     @property
     def open_streams(self) -> int:
@@ -198,11 +200,13 @@ class ListenHandler:
                 f"Too many open subscriptions for this caller (at most {self._max_per_caller}); "
                 "close one before opening another"
             )
-        if sum(self._slots.values()) >= self._max_streams:
+        if self._held >= self._max_streams:
             raise invalid_params("Too many open subscriptions on this server; try again later")
         self._slots[caller] = held + 1
+        self._held += 1
 
     def _give_back_slot(self, caller: tuple[str, str]) -> None:
+        self._held -= 1
         held = self._slots.get(caller, 0) - 1
         if held > 0:
             self._slots[caller] = held
