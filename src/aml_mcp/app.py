@@ -34,6 +34,7 @@ from aml_mcp.http.availability import RefuseWhileUnavailable
 from aml_mcp.http.endpoint import Admission, McpEndpoint
 from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import NotReady, ReadinessProbe, healthz, readyz
+from aml_mcp.http.limits import HeaderLimits
 from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
 from aml_mcp.secrets_store import load_or_create_secret
@@ -137,6 +138,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         policy=CredentialPolicy(revoked=auth.revoked, missing_scopes=auth.missing_scopes),
         resource_exists=catalog.resources.knows if catalog.resources is not None else None,
         tasks=tasks.following,
+        max_streams_per_principal=settings.max_listen_streams_per_principal,
     )
     runtime.shutdown_hooks.append(listen.close_all)
 
@@ -160,7 +162,12 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         admission = RefuseWhileUnavailable(admission, audit.log.unavailable_reason)
         probes.append(("audit", audit.log.ready))
     endpoint = McpEndpoint(
-        plain=plain, streaming=streaming, admission=admission, max_body_bytes=settings.max_body_bytes
+        plain=plain,
+        streaming=streaming,
+        admission=admission,
+        max_body_bytes=settings.max_body_bytes,
+        max_json_depth=settings.http.max_json_depth,
+        audit=audit.log.record,
     )
     components.append(Parts(lifetime=lambda: _both(plain.run(), streaming.run())))
 
@@ -183,7 +190,12 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         finally:
             database.close()
 
-    middleware = []
+    # Outermost: the header count is checked before anything builds a header mapping.
+    middleware = [
+        Middleware(
+            HeaderLimits, max_count=settings.http.max_header_count, max_bytes=settings.http.max_header_bytes
+        )
+    ]
     if settings.dns_rebinding_protection:
         middleware.append(
             Middleware(

@@ -26,6 +26,7 @@ from pydantic_settings import (
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.auth.settings import ResourceServerSettings
 from aml_mcp.devauth.settings import DevAuthSettings
+from aml_mcp.http.settings import HttpSettings
 from aml_mcp.loopback import is_loopback_host
 from aml_mcp.tasks.settings import TaskSettings
 
@@ -95,6 +96,12 @@ class Settings(BaseSettings):
     """OAuth resource server, audit and the development authorization server (`AML_MCP_AUTH__*`)."""
     aml: AmlSettings = Field(default_factory=AmlSettings)
     """The AML tools and the demo corpus (`AML_MCP_AML__*`)."""
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    """Limits of the HTTP edge: header count and size, body nesting, slow clients, connections
+    (`AML_MCP_HTTP__*`)."""
+    max_listen_streams_per_principal: int = Field(default=16, gt=0)
+    """Open `subscriptions/listen` streams one caller (issuer and subject) may hold at once; one
+    more is refused (-32602), so no caller can use up the server-wide stream limit."""
 
     @field_validator("log_level")
     @classmethod

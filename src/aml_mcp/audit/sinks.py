@@ -73,6 +73,21 @@ class JsonLinesSink:
         data, replaced = encode_lines(events)
         if not data:
             return replaced
+        self._open()
+        # Cut the batch at line ends so that a file outgrows `max_bytes` by at most one line, however
+        # the events happened to be batched (rotation must not depend on the flusher's timing).
+        pending = bytearray()
+        for line in data.splitlines(keepends=True):
+            if pending and self.max_bytes > 0 and self._size + len(pending) + len(line) > self.max_bytes:
+                self._append(bytes(pending))
+                pending.clear()
+            pending += line
+        self._append(bytes(pending))
+        return replaced
+
+    def _append(self, data: bytes) -> None:
+        """Whole lines, on a fresh file first if they would take this one past the limit; a write that
+        fails midway is cut back, so the file never ends in half a line."""
         fd = self._open()
         if self._should_rotate(len(data)):
             self._rotate()
@@ -89,7 +104,6 @@ class JsonLinesSink:
             self.close()
             raise
         self._size = start + len(data)
-        return replaced
 
     def _open(self) -> int:
         """The open file, reopened when the path names another file (rotated away or replaced)."""

@@ -12,6 +12,11 @@ Order of checks, each refusal audited with its reason:
 
 Only then is the principal handed to the protocol layer. The raw token goes no further than
 step 3 and is never logged or stored.
+
+The gate fails closed on what it did not foresee: a token that makes verification raise is a
+malformed token (401), a verified identity that is not valid Unicode text is refused (401), and a
+scope rule that raises refuses the request (a JSON-RPC error, never a bare 500) — each audited.
+Whatever the token claims about itself is escaped before it reaches the audit trail.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jwt
+from mcp_types import INTERNAL_ERROR
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -30,7 +36,8 @@ from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.revocation import RevocationList
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.verifier import Verifier
-from aml_mcp.http.responses import request_id_of
+from aml_mcp.http.responses import jsonrpc_error, request_id_of
+from aml_mcp.http.wellformed import escaped, has_lone_surrogate
 from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRules
 
@@ -56,19 +63,33 @@ def describe(message: Any) -> tuple[str | None, Mapping[str, Any], str | None]:
 
 
 def _unverified_claims(token: str) -> dict[str, Any] | None:
-    """For the audit record of a refused JWT: who it *claims* to be, clearly marked as unverified."""
+    """For the audit record of a refused JWT: who it *claims* to be, clearly marked as unverified.
+
+    Anyone can write anything into an unsigned payload, so every value is escaped to printable
+    ASCII (a lone surrogate or a line separator is shown as its escape, never written raw).
+    """
     try:
         claims = jwt.decode(token, options={"verify_signature": False})
     except Exception:
+        return None
+    if not isinstance(claims, dict):
         return None
     picked: dict[str, Any] = {}
     for name in _UNVERIFIED_CLAIMS:
         value = claims.get(name)
         if isinstance(value, str):
-            picked[name] = value[:128]
+            picked[name] = escaped(value, 128)
         elif isinstance(value, list):
-            picked[name] = [str(item)[:128] for item in value[:5]]
+            picked[name] = [escaped(str(item), 128) for item in value[:5]]
     return picked or None
+
+
+def _not_text(principal: Principal) -> bool:
+    """A verified identity field that is not valid Unicode text could be neither stored nor audited."""
+    fields = (principal.issuer, principal.subject, principal.tenant, principal.client_id, principal.token_id)
+    return any(value is not None and has_lone_surrogate(value) for value in fields) or any(
+        has_lone_surrogate(scope) for scope in principal.scopes
+    )
 
 
 def _token_in_query(request: Request) -> bool:
@@ -163,6 +184,25 @@ class BearerAdmission:
                 target,
                 detail={"unverified": unverified} if unverified else None,
             )
+        except Exception as error:
+            # E.g. an `exp` of 400 digits overflows a float: the token is malformed, whoever signed it.
+            # One line, no traceback: the client chose the input, and it must not flood the log.
+            logger.warning("token verification raised %s; refused as malformed", type(error).__name__)
+            unverified = _unverified_claims(token)
+            return self._deny(
+                self.challenges.invalid_token(request_id, "token is malformed"),
+                "malformed_token",
+                method,
+                target,
+                detail={"unverified": unverified} if unverified else None,
+            )
+        if _not_text(principal):
+            return self._deny(
+                self.challenges.invalid_token(request_id, "token claims are not valid Unicode text"),
+                "malformed_token",
+                method,
+                target,
+            )
         revoked = self.revocations.check(principal)
         if revoked is not None:
             return self._deny(
@@ -172,7 +212,19 @@ class BearerAdmission:
                 target,
                 principal,
             )
-        needed = await self.scope_rules.needed(method, params, principal) if method else frozenset()
+        try:
+            needed = await self.scope_rules.needed(method, params, principal) if method else frozenset()
+        except Exception:
+            # The rules check their params' shape; what still raises here is a fault (e.g. the store),
+            # so the request is refused rather than let through unchecked.
+            logger.exception("scope rule for %s raised; the request is refused", escaped(method or ""))
+            return self._deny(
+                jsonrpc_error(500, INTERNAL_ERROR, "Internal error", request_id=request_id),
+                "scope_check_failed",
+                method,
+                target,
+                principal,
+            )
         if self.hierarchy.missing(principal.scopes, needed):
             return self._deny(
                 self.challenges.insufficient_scope(request_id, needed),

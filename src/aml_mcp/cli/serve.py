@@ -31,6 +31,7 @@ from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
 from aml_mcp.config import AuthSettings, Settings, load_settings
 from aml_mcp.devauth.users import DEMO_USERS
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, dev_issuer
+from aml_mcp.http.protocol import uvicorn_options
 
 
 class _Server(uvicorn.Server):
@@ -57,6 +58,9 @@ class _Server(uvicorn.Server):
 
 
 def run_server(app: Starlette, settings: Settings, sock: socket.socket | None = None) -> None:
+    """Serve `app` with uvicorn (on `sock` when the caller bound it first), bounded: head size,
+    request read time and connections come from `settings.http` (`uvicorn_options`), so a slow or
+    endless client holds neither memory nor a connection for long."""
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -65,6 +69,7 @@ def run_server(app: Starlette, settings: Settings, sock: socket.socket | None = 
         timeout_graceful_shutdown=int(settings.shutdown_timeout_seconds),
         proxy_headers=False,
         server_header=False,
+        **uvicorn_options(settings.http),
     )
     install_access_log_redaction()
     _Server(config, app.state.runtime).run(sockets=None if sock is None else [sock])

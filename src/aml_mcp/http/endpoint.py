@@ -1,22 +1,27 @@
 """The `/mcp` endpoint: the checks that belong to HTTP, then the SDK's stateless entry.
 
-Order of work for one POST: method → body (bounded) → admission (who is calling, may they make
-this request) → protocol-version header → hand over to the SDK. Plain requests go to an SDK
-entry in JSON response mode (half the cost of SSE mode); requests that stream — a listen, or a
-call that asked for progress or log messages — go to one in SSE mode.
+Order of work for one POST: method → body (bounded, and complete: a body cut short by a
+disconnect is never processed) → body well-formed (valid Unicode, bounded nesting: refused once,
+here, and audited) → admission (who is calling, may they make this request) → protocol-version
+header → hand over to the SDK. Plain requests go to an SDK entry in JSON response mode (half the
+cost of SSE mode); requests that stream — a listen, or a call that asked for progress or log
+messages — go to one in SSE mode.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import (
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     LOG_LEVEL_META_KEY,
+    PARSE_ERROR,
     PROTOCOL_VERSION_META_KEY,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
@@ -25,8 +30,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
 from aml_mcp.http.responses import jsonrpc_error, request_id_of
+from aml_mcp.http.wellformed import BodyDefect, body_defect, escaped
 from aml_mcp.principal import LOCAL_PRINCIPAL, PRINCIPAL_SCOPE_KEY, Principal
+
+logger = logging.getLogger(__name__)
 
 
 class Admission(Protocol):
@@ -51,7 +60,12 @@ class BodyTooLarge(Exception):
     pass
 
 
+class ClientDisconnected(Exception):
+    """The client went away (or was cut off by the read timeout) before its body was complete."""
+
+
 async def read_body(receive: Receive, headers: Mapping[str, str], limit: int) -> bytes:
+    """The whole body, or an exception: a body cut short is never taken for a complete one."""
     declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge
@@ -60,7 +74,7 @@ async def read_body(receive: Receive, headers: Mapping[str, str], limit: int) ->
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            break
+            raise ClientDisconnected
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
@@ -120,11 +134,15 @@ class McpEndpoint:
         streaming: StreamableHTTPSessionManager,
         admission: Admission,
         max_body_bytes: int,
+        max_json_depth: int = 64,
+        audit: AuditRecorder | None = None,
     ) -> None:
         self.plain = plain
         self.streaming = streaming
         self.admission = admission
         self.max_body_bytes = max_body_bytes
+        self.max_json_depth = max_json_depth
+        self.record = audit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # RFC 9110 §5.5: optional whitespace around a field value is not part of it. h11 strips it,
@@ -141,12 +159,26 @@ class McpEndpoint:
             refusal = jsonrpc_error(413, INVALID_REQUEST, f"Request body exceeds {self.max_body_bytes} bytes")
             await refusal(scope, receive, send)
             return
+        except ClientDisconnected:
+            return
         try:
             message: Any = json.loads(body)
         except (ValueError, RecursionError):
             message = None
+        else:
+            defect = body_defect(body, message, max_depth=self.max_json_depth)
+            if defect is not None:
+                await self._malformed(defect, message)(scope, receive, send)
+                return
 
-        verdict = await self.admission.admit(request, message)
+        try:
+            verdict = await self.admission.admit(request, message)
+        except Exception:
+            # Admission decides on hostile input before anything else has checked it; whatever it
+            # trips over, the request is refused (fail closed) with a JSON-RPC body, and recorded.
+            logger.exception("admission raised; the request is refused")
+            self._audit("admission_error", message)
+            verdict = jsonrpc_error(500, INTERNAL_ERROR, "Internal error", request_id=request_id_of(message))
         if isinstance(verdict, Response):
             await verdict(scope, receive, send)
             return
@@ -168,3 +200,33 @@ class McpEndpoint:
 
         manager = self.streaming if streams(message) else self.plain
         await manager.handle_request(scope, replay, send)
+
+    def _malformed(self, defect: BodyDefect, message: Any) -> Response:
+        """A body no later layer may be handed: a parse error (id unknown, so `null`), audited once."""
+        self._audit(defect.reason, message, detail={"field": defect.path})
+        return jsonrpc_error(400, PARSE_ERROR, defect.message)
+
+    def _audit(self, reason: str, message: Any, detail: Mapping[str, Any] | None = None) -> None:
+        """A refusal made before anyone is known: the fields the body names, escaped and clipped."""
+        if self.record is None:
+            return
+        method, target = _named(message)
+        self.record(
+            AuditEvent(decision=Decision.DENY, reason=reason, method=method, target=target, detail=detail)
+        )
+
+
+def _named(message: Any) -> tuple[str | None, str | None]:
+    """Method and target (tool or prompt name, resource URI, task id prefix) as printable ASCII."""
+    if not isinstance(message, dict):
+        return None, None
+    method = message.get("method")
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    target = next((params[f] for f in ("name", "uri") if isinstance(params.get(f), str)), None)
+    if target is None:
+        target = task_reference(params.get("taskId"))
+    return (
+        escaped(method) if isinstance(method, str) else None,
+        escaped(target) if target is not None else None,
+    )

@@ -125,7 +125,13 @@ class Handlers:
         if tool.execution is Execution.TASK and not tasks_declared:
             raise missing_tasks_extension()
         arguments = dict(params.arguments or {})
-        errors = tool.argument_errors(arguments)
+        try:
+            errors = tool.argument_errors(arguments)
+        except Exception as error:
+            # The validator gives up on some hostile arguments (the HTTP edge refuses the ones known
+            # today: lone surrogates, deep nesting). Still the caller's input: a tool error, one log line.
+            logger.info("arguments of %s could not be validated: %s", tool.name, type(error).__name__)
+            errors = ["(arguments): could not be validated; send plain JSON values without deep nesting"]
         if errors:
             return _invalid_arguments(errors)
         run_ctx = _round_trip_context(ctx, params.request_state)

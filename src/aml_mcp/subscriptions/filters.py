@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import mcp_types as types
 
+from aml_mcp.http.wellformed import has_lone_surrogate
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.capabilities import declares_tasks
 from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
@@ -19,7 +20,18 @@ LIST_FILTERS: dict[str, str] = {
 }
 RESOURCE_FILTER = "resourceSubscriptions"
 TASK_FILTER = "taskIds"
-MAX_TASK_IDS = 1000
+MAX_TASK_IDS = 100
+"""Each followed id costs lookups (at the gate for its scope, here for its owner, then its current
+state); a filter naming more is refused on its length alone, before any of them."""
+MAX_URIS = 1000
+MAX_ID_LENGTH = 256
+"""Task ids are short tokens the server minted; a longer string cannot be one and is never looked up."""
+
+
+def lookupable(value: Any) -> TypeGuard[str]:
+    """Whether `value` could be a task id worth a store lookup: a non-empty, bounded, valid Unicode
+    string (a lone surrogate cannot even be bound as an SQL parameter)."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and not has_lone_surrogate(value)
 
 
 class TaskLookup(Protocol):
@@ -64,10 +76,10 @@ def _strings(requested: Mapping[str, Any], key: str, limit: int) -> list[str] | 
     value = requested.get(key)
     if value is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+    if not isinstance(value, list) or len(value) > limit:
+        raise invalid_params(f"{key} must be a list of at most {limit} non-empty strings")
+    if not all(isinstance(item, str) and item for item in value):
         raise invalid_params(f"{key} must be a list of non-empty strings")
-    if len(value) > limit:
-        raise invalid_params(f"{key} may name at most {limit} entries")
     return list(dict.fromkeys(value))
 
 
@@ -93,7 +105,7 @@ async def accept(
     if unknown:
         raise invalid_params(f"Unknown subscription filter: {', '.join(unknown)}")
     lists = frozenset(kind for key, kind in LIST_FILTERS.items() if _bool(requested, key) and kind in served)
-    uri_order = _strings(requested, RESOURCE_FILTER, limit=1000) or []
+    uri_order = _strings(requested, RESOURCE_FILTER, limit=MAX_URIS) or []
     task_order = _strings(requested, TASK_FILTER, limit=MAX_TASK_IDS)
     if task_order is not None and not declares_tasks(capabilities):
         raise missing_tasks_extension()
@@ -104,6 +116,8 @@ async def accept(
     followed: dict[str, frozenset[str]] = {}
     if task_order and tasks is not None:
         for task_id in task_order:
+            if not lookupable(task_id):
+                continue  # never a task anybody owns: dropped like an unknown id
             scopes = await tasks.followable(task_id, principal)
             if scopes is not None:
                 followed[task_id] = scopes

@@ -13,6 +13,10 @@ revocation or lost scope, and when the client reads too slowly to keep its bound
 overflowing. A client that drops the connection cancels the handler, which frees everything.
 Nothing is ever resumed or replayed: `Last-Event-ID` and `Mcp-Session-Id` are ignored, and a
 client that reconnects sends a new listen.
+
+Streams are bounded per caller (issuer and subject) as well as server-wide, and the slot is taken
+before any task id is looked up, so one caller can neither lock everybody out of listening nor
+make the server do per-id work for streams it may not open.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from aml_mcp.protocol.request import request_principal
 from aml_mcp.scope_rules import NO_SCOPES, ScopeRule
 from aml_mcp.subscriptions.bus import EventBus
 from aml_mcp.subscriptions.events import AccessChanged, Event, ListChanged, ResourceUpdated, TaskChanged
-from aml_mcp.subscriptions.filters import MAX_TASK_IDS, TASK_FILTER, Accepted, TaskLookup, accept
+from aml_mcp.subscriptions.filters import MAX_TASK_IDS, TASK_FILTER, Accepted, TaskLookup, accept, lookupable
 from aml_mcp.subscriptions.policy import StreamPolicy
 
 logger = logging.getLogger(__name__)
@@ -55,7 +59,8 @@ def listen_scope_rule(tasks: TaskLookup) -> ScopeRule:
         if not declares_tasks(params) or not isinstance(task_ids, list) or len(task_ids) > MAX_TASK_IDS:
             return NO_SCOPES
         needed: set[str] = set()
-        for task_id in dict.fromkeys(item for item in task_ids if isinstance(item, str) and item):
+        # Anything but a plain id is the handler's to refuse (-32602); the gate only looks up ids.
+        for task_id in dict.fromkeys(item for item in task_ids if lookupable(item)):
             needed |= await tasks.scopes_to_follow(task_id, principal)
         return frozenset(needed)
 
@@ -148,6 +153,7 @@ class ListenHandler:
         resource_exists: Callable[[str], Awaitable[bool]] | None = None,
         queue_size: int = 256,
         max_streams: int = 10_000,
+        max_streams_per_principal: int = 16,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._bus = bus
@@ -157,8 +163,13 @@ class ListenHandler:
         self._resource_exists = resource_exists
         self._queue_size = queue_size
         self._max_streams = max_streams
+        self._max_per_caller = max_streams_per_principal
         self._clock = clock
         self._streams: set[_Stream] = set()
+        self._slots: dict[tuple[str, str], int] = {}
+        """Streams held (or being opened) per caller."""
+        self._held = 0
+        """Their total, checked against `max_streams`."""
 
     @property
     def open_streams(self) -> int:
@@ -174,6 +185,41 @@ class ListenHandler:
         if subscription_id is None:
             raise invalid_params("subscriptions/listen must be a request with an id")
         principal = request_principal(ctx)
+        caller = (principal.issuer, principal.subject)
+        self._take_slot(caller)
+        try:
+            return await self._serve(ctx, subscription_id, principal, params)
+        finally:
+            self._give_back_slot(caller)
+
+    def _take_slot(self, caller: tuple[str, str]) -> None:
+        """Counted synchronously, before any await, so concurrent listens cannot all slip past."""
+        held = self._slots.get(caller, 0)
+        if held >= self._max_per_caller:
+            raise invalid_params(
+                f"Too many open subscriptions for this caller (at most {self._max_per_caller}); "
+                "close one before opening another"
+            )
+        if self._held >= self._max_streams:
+            raise invalid_params("Too many open subscriptions on this server; try again later")
+        self._slots[caller] = held + 1
+        self._held += 1
+
+    def _give_back_slot(self, caller: tuple[str, str]) -> None:
+        self._held -= 1
+        held = self._slots.get(caller, 0) - 1
+        if held > 0:
+            self._slots[caller] = held
+        else:
+            self._slots.pop(caller, None)
+
+    async def _serve(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        subscription_id: Any,
+        principal: Principal,
+        params: ListenParams,
+    ) -> dict[str, Any]:
         accepted, acknowledged = await accept(
             params.notifications,
             principal=principal,
@@ -182,8 +228,6 @@ class ListenHandler:
             resource_exists=self._resource_exists,
             tasks=self._tasks,
         )
-        if len(self._streams) >= self._max_streams:
-            raise invalid_params("Too many open subscriptions on this server; try again later")
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
 
         async def emit(method: str, body: Mapping[str, Any]) -> None:

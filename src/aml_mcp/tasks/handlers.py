@@ -5,9 +5,11 @@ request's `_meta` (-32021, before anything is looked up); `params.taskId` must b
 the `Mcp-Name` header must carry exactly it (-32020, which the SDK sends as HTTP 400 — the SDK
 itself checks `Mcp-Name` only for tools, prompts and resources); then the task is looked up by
 id and owner in one query, and unknown, foreign and expired ids all get the same -32602 with
-the same message. The scope check happened earlier, at the HTTP gate, by the rule these handlers
-hand the composition root (`TaskHandlers.scope_rules`). Every decision is audited. `tasks/list`
-and `tasks/result` are deliberately not registered: the SDK answers them -32601.
+the same message (an id that cannot be a task id — too long, or not valid Unicode — is never
+looked up and gets that same answer). The scope check happened earlier, at the HTTP gate, by the
+rule these handlers hand the composition root (`TaskHandlers.scope_rules`). Every decision is
+audited. `tasks/list` and `tasks/result` are deliberately not registered: the SDK answers them
+-32601.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from pydantic import ConfigDict, Field
 
 from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
 from aml_mcp.catalog.tools import ToolSpec
+from aml_mcp.http.wellformed import escaped
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.capabilities import declared, declares_tasks
 from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
 from aml_mcp.protocol.request import request_principal
 from aml_mcp.scope_rules import NO_SCOPES, ScopeRule
+from aml_mcp.subscriptions.filters import lookupable
 from aml_mcp.tasks.service import CancelVerdict, TaskService, UpdateVerdict
 from aml_mcp.tasks.wire import ack, create_task_result, detailed_task
 
@@ -70,7 +74,7 @@ class TaskHandlers:
 
         async def rule(params: Mapping[str, Any], principal: Principal) -> frozenset[str]:
             task_id = params.get("taskId")
-            if not declares_tasks(params) or not isinstance(task_id, str) or not task_id:
+            if not declares_tasks(params) or not lookupable(task_id):
                 return NO_SCOPES
             scope = await service.scope_of(task_id, principal.owner)
             return frozenset({scope}) if scope else NO_SCOPES
@@ -87,14 +91,16 @@ class TaskHandlers:
         task_id: object = None,
         tool: str | None = None,
     ) -> None:
-        """One decision about a task: the trail keeps only a prefix of the id (`task_reference`)."""
+        """One decision about a task: the trail keeps only a prefix of the id (`task_reference`),
+        escaped, since the id is whatever the client sent."""
+        reference = task_reference(task_id)
         self._record(
             AuditEvent.about(
                 principal,
                 decision=decision,
                 reason=reason,
                 method=method,
-                target=task_reference(task_id),
+                target=escaped(reference) if reference is not None else None,
                 detail={"tool": tool} if tool else None,
             )
         )
@@ -143,6 +149,8 @@ class TaskHandlers:
         if routed is None or decode_header_value(routed.strip(" \t")) != task_id:
             self._audit(principal, method, Decision.DENY, "routing_mismatch", task_id=task_id)
             raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header must equal params.taskId")
+        if not lookupable(task_id):
+            raise self._not_found(principal, method, task_id)
         return principal, task_id
 
     def _not_found(self, principal: Principal, method: str, task_id: str) -> MCPError:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from aml_mcp.aml.note_store import NoteFilter, TenantNotes, VectorSpaceMismatchError, parse_iso_bound
 from aml_mcp.aml.notes import CaseNote, Subject, normalise_identifier, normalise_name, normalise_typology
@@ -49,13 +49,16 @@ class SearchMode(StrEnum):
     DENSE = "dense"
 
 
-def _check_bound(value: str | None) -> str | None:
+def _check_bound(value: str | None, info: ValidationInfo) -> str | None:
+    """The bound must be representable as the instant it stands for: `date_to` `9999-12-31` is the
+    end of that day, one microsecond before year 10000, and computing it overflows (an OverflowError,
+    which pydantic would not report as a validation error)."""
     if value is None:
         return None
     try:
-        parse_iso_bound(value, end=False)
-    except ValueError:
-        raise ValueError("must be an ISO 8601 date (YYYY-MM-DD) or date-time") from None
+        parse_iso_bound(value, end=info.field_name == "date_to")
+    except (ValueError, OverflowError):
+        raise ValueError("must be an ISO 8601 date (YYYY-MM-DD) or date-time within years 1-9999") from None
     return value
 
 
