@@ -309,11 +309,11 @@ class TaskRunner:
 
     # -- leases --------------------------------------------------------------------------------
 
-    def _outage_began(self, what: str, exc: BaseException) -> None:
+    def _outage_began(self, what: str, exc: StorageUnavailable) -> None:
         """Log a background job's storage failure once per outage, not on every tick."""
         if what not in self._outage:
-            logger.warning("task %s cannot reach the store (%s); retrying", what, exc)
-        self._outage[what] = str(exc)
+            logger.warning("task %s cannot write to the store (%s); retrying", what, exc.cause)
+        self._outage[what] = exc.cause
 
     def _outage_ended(self, what: str) -> None:
         if self._outage.pop(what, None) is not None:

@@ -189,8 +189,22 @@ def storage_fault(exc: BaseException) -> str | None:
 
     Judged by SQLite's primary result code: a full disk, a lock, a read-only, unopenable or damaged
     file, an I/O error. A generic `SQLITE_ERROR` (bad SQL, no such table) and constraint failures
-    are bugs and stay what they are.
+    are bugs and stay what they are — unless raised while handling a storage failure: a full disk
+    rolls the whole transaction back, and the batch's clean-up then fails with "no such
+    savepoint", which is the failure seen, not its cause.
     """
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        cause = _own_fault(seen)
+        if cause is not None:
+            return cause
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _own_fault(exc: BaseException) -> str | None:
     if isinstance(exc, sqlite3.ProgrammingError):
         return "database closed" if "closed" in str(exc) else None
     if isinstance(exc, sqlite3.Error):
@@ -238,14 +252,20 @@ class SqliteTaskStore:
         return StorageUnavailable(cause)
 
     async def _write(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        def counted(conn: sqlite3.Connection) -> tuple[T, bool]:
+            before = conn.total_changes
+            result = operation(conn)
+            return result, conn.total_changes != before
+
         try:
-            result = await self._db.write(operation)
+            result, wrote = await self._db.write(counted)
         except Exception as exc:
             fault = self._fault(exc)
             if fault is None:
                 raise
             raise fault from exc
-        self._episodes.succeeded()
+        if wrote:  # a write that changed nothing commits without touching the disk: no proof of health
+            self._episodes.succeeded()
         return result
 
     def _read_now(self, operation: Callable[[sqlite3.Connection], T]) -> T:
