@@ -24,7 +24,7 @@ from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
 from tests.support.subprocess_server import ServerProcess
 from tests.support.task_faults import open_database, owner_of, principal_of, runner_on
 from tests.tasks.factories import record
-from tests.tasks.wire_client import create, get, wait_for
+from tests.tasks.wire_client import create, wait_for
 
 ALICE = owner_of("alice", "bank-a")
 SETTINGS = TaskSettings(
@@ -112,32 +112,25 @@ async def test_a_crash_after_graceful_restarts_still_counts(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_sigterm_restarts_of_the_real_server_do_not_count_as_attempts(tmp_path: Path) -> None:
-    """The real process, stopped by SIGTERM twice while a task runs, with `max_attempts` = 1."""
+def test_a_sigterm_restart_of_the_real_server_does_not_count_as_an_attempt(tmp_path: Path) -> None:
+    """The real process, stopped by SIGTERM while a task runs, with `max_attempts` = 1: one deploy
+    used to be enough to fail the task ("Gave up after 1 interrupted attempts")."""
     env = {"AML_MCP_TASKS__MAX_ATTEMPTS": "1", "AML_MCP_TASKS__CLAIM_INTERVAL_MS": "200"}
     args = ["conformance-server", "--data-dir", str(tmp_path)]
     server = ServerProcess(args, env=env).start()
     try:
         with httpx.Client(base_url=server.url, timeout=10) as client:
-            task_id = create(client, "slow_compute", {"seconds": 3, "label": "deployed"})["taskId"]
+            task_id = create(client, "slow_compute", {"seconds": 2, "label": "deployed"})["taskId"]
+            time.sleep(0.3)
     finally:
         server.terminate()
         assert server.wait(20) in (0, -15)
-    for _ in range(2):
-        server = ServerProcess(args, port=server.port, env=env).start()
-        try:
-            with httpx.Client(base_url=server.url, timeout=10) as client:
-                assert get(client, task_id)["status"] == "working"
-                time.sleep(0.5)  # the restarted server has claimed and re-run it by now
-        finally:
-            server.terminate()
-            assert server.wait(20) in (0, -15)
     server = ServerProcess(args, port=server.port, env=env).start()
     try:
         with httpx.Client(base_url=server.url, timeout=10) as client:
             done = wait_for(client, task_id, "completed", "failed", within=15)
             assert done["status"] == "completed", done.get("statusMessage")
-            assert done["result"]["content"][0]["text"].endswith("deployed")
+            assert done["result"]["content"][0]["text"] == "deployed"
     finally:
         server.terminate()
         server.wait(20)
