@@ -17,7 +17,7 @@ from types import TracebackType
 
 import anyio
 
-from aml_mcp.tasks.model import TaskRecord
+from aml_mcp.tasks.model import Outcome, TaskRecord
 from aml_mcp.tasks.scheduler import FairScheduler, Share
 
 
@@ -71,6 +71,19 @@ class Job:
         self.slot = Slot(scheduler, Share.of(task.owner))
         self.stop_reason: StopReason | None = None
         self._wake = anyio.Event()
+        self.started = False
+        """Its body has begun: from then on no identical task may join its run."""
+        self.leader: Job | None = None
+        """An identical job, not yet started when this one was created, whose run this one shares."""
+        self.ended = anyio.Event()
+        """Set once its own run is over, shareable (`shared`) or not."""
+        self.shared: Outcome | None = None
+        """Its run's outcome when followers may take it: completed, with no answer taken meanwhile."""
+
+    def share(self, outcome: Outcome | None) -> None:
+        """The run is over; followers take `outcome` (if any) or run themselves."""
+        self.shared = outcome
+        self.ended.set()
 
     def stop(self, reason: StopReason) -> None:
         """Cancel the body (the first reason given wins)."""

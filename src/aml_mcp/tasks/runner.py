@@ -27,6 +27,7 @@ one lease, and then handed back the same way.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import secrets
@@ -57,6 +58,7 @@ from aml_mcp.tasks.transitions import apply_change
 logger = logging.getLogger(__name__)
 
 STORE_REFUSED = "The task's outcome could not be stored"
+SHARED_MESSAGE = "Completed (one run for identical tasks created together)"
 
 CLAIM_BATCH = 256
 """Lapsed tasks claimed per store round trip; recovery keeps claiming until a batch comes back short."""
@@ -130,6 +132,8 @@ class TaskRunner:
         self._storage_fault = is_storage_fault
         """Tells a body's own storage failure (the AML stores are SQLite files too) from its bugs."""
         self._jobs: dict[str, Job] = {}
+        self._joinable: dict[str, Job] = {}
+        """Per coalescing key, the newest identical job that has not started: later ones join it."""
         self._group: TaskGroup | None = None
         self._outage: dict[str, str] = {}
 
@@ -185,8 +189,26 @@ class TaskRunner:
             )
             return
         job = Job(task, self._scheduler)
+        key = self._coalescing_key(task)
+        if key is not None:
+            leader = self._joinable.get(key)
+            if leader is not None and not leader.started and not leader.ended.is_set():
+                job.leader = leader
+            else:
+                self._joinable[key] = job
         self._jobs[task.task_id] = job
-        self._group.start_soon(self._execute, job, name=f"task {task.task_id[:8]}")
+        self._group.start_soon(self._execute, job, key, name=f"task {task.task_id[:8]}")
+
+    def _coalescing_key(self, task: TaskRecord) -> str | None:
+        """What makes two tasks the same run: owner, idempotent tool, arguments and answers."""
+        tool = self._tools.get(task.tool)
+        if not self._settings.coalesce_identical_runs or tool is None or not tool.idempotent:
+            return None
+        owner = task.owner
+        identity = [owner.issuer, owner.subject, owner.tenant, owner.client_id, task.tool]
+        return json.dumps(
+            [identity, task.arguments, task.input_responses], sort_keys=True, separators=(",", ":")
+        )
 
     def cancel_requested(self, task_id: str) -> None:
         job = self._jobs.get(task_id)
@@ -200,13 +222,28 @@ class TaskRunner:
 
     # -- execution -----------------------------------------------------------------------------
 
-    async def _execute(self, job: Job) -> None:
+    async def _execute(self, job: Job, key: str | None = None) -> None:
         task_id = job.task.task_id
         try:
             ended: Outcome | Interrupted | None = None
             with job.scope:
-                async with job.slot:
-                    ended = await self._run_body(job)
+                if job.leader is not None:
+                    ended = await self._follow(job, job.leader)
+                if ended is None:
+                    async with job.slot:
+                        job.started = True
+                        if key is not None and self._joinable.get(key) is job:
+                            del self._joinable[key]
+                        asked_before = (dict(job.task.input_requests), dict(job.task.input_responses))
+                        ended = await self._run_body(job)
+                        answered = (dict(job.task.input_requests), dict(job.task.input_responses))
+                        job.share(
+                            ended
+                            if isinstance(ended, Outcome)
+                            and ended.status is TaskStatus.COMPLETED
+                            and answered == asked_before  # nothing asked: a run like any identical one
+                            else None
+                        )
             if isinstance(ended, Interrupted):
                 await self._hand_back(job, ended.cause)
                 return
@@ -218,8 +255,22 @@ class TaskRunner:
         except Exception:
             logger.exception("task %s… could not be finished", task_id[:8])
         finally:
+            if not job.ended.is_set():
+                job.share(None)
+            if key is not None and self._joinable.get(key) is job:
+                del self._joinable[key]
             if self._jobs.get(task_id) is job:
                 del self._jobs[task_id]
+
+    async def _follow(self, job: Job, leader: Job) -> Outcome | None:
+        """Wait, holding no slot, for the identical run `job` joined; its result, or `None` to run."""
+        await leader.ended.wait()
+        if leader.shared is None or leader.shared.result is None:
+            return None
+        logger.info(
+            "task %s… takes the result of identical task %s…", job.task.task_id[:8], leader.task.task_id[:8]
+        )
+        return Outcome(TaskStatus.COMPLETED, message=SHARED_MESSAGE, result=leader.shared.result)
 
     async def _run_body(self, job: Job) -> Outcome | Interrupted:
         task = job.task

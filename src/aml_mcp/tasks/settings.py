@@ -43,6 +43,11 @@ class TaskSettings(BaseModel):
     is refused with a retryable JSON-RPC error (-32011) until one finishes or is cancelled."""
     max_active_per_tenant: int = Field(default=1024, gt=0)
     """Unfinished tasks one tenant may have across all its principals; beyond it, as above."""
+    coalesce_identical_runs: bool = True
+    """Tasks of one owner with the same idempotent tool, arguments and answers, created while an
+    identical one still waits for its slot, share that one's run and its result instead of each
+    running (forty identical evaluations cost one). A task whose run it would share fails, is
+    cancelled or asks for input: it runs itself."""
     max_input_responses_bytes: int = Field(default=65_536, gt=0)
     """Most bytes (as stored JSON) of the answers kept with one task, whether gathered before it
     was created or delivered by `tasks/update`; more is refused with -32602."""
