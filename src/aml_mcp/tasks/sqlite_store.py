@@ -427,7 +427,8 @@ class SqliteTaskStore:
     async def abandon(self, task_id: str, holder: str) -> None:
         await self._write(
             lambda conn: conn.execute(
-                f"UPDATE tasks SET lease_expires_at = 0 WHERE task_id = ? AND lease_holder = ? AND {_ACTIVE}",  # noqa: S608
+                "UPDATE tasks SET lease_holder = NULL, lease_expires_at = NULL"  # noqa: S608
+                f" WHERE task_id = ? AND lease_holder = ? AND {_ACTIVE}",
                 (task_id, holder),
             )
         )

@@ -124,7 +124,8 @@ class TaskStore(Protocol):
 
     async def abandon(self, task_id: str, holder: str) -> None:
         """Give up `holder`'s lease on one task whose body could not go on (its next run, if any,
-        counts as an attempt), so recovery takes it over at once instead of when the lease lapses."""
+        counts as an attempt): nobody holds it, so recovery takes it over at once instead of when
+        the lease lapses, and a cancellation ends it on the spot."""
 
     async def claim(
         self,
