@@ -1,5 +1,5 @@
-"""Identical idempotent tasks of one owner, created while an identical one still waits for its
-slot, share that run: forty identical evaluations queued by one analyst cost two runs, not forty."""
+"""Identical idempotent tasks of one owner, created while an identical one is queued or running,
+take that run's result: forty identical evaluations created by one analyst cost one run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from aml_mcp.catalog.invocation import InvocationContext
+from aml_mcp.catalog.invocation import InvocationContext, elicit_form
 from aml_mcp.catalog.tools import Execution, ToolRegistry, ToolSpec
 from aml_mcp.principal import Owner
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
@@ -34,6 +34,8 @@ SETTINGS = TaskSettings(
 def eval_tools(runs: list[str]) -> ToolRegistry:
     async def evaluate(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
         runs.append(ctx.principal.subject)
+        if args.get("ask"):
+            await ctx.request_inputs({"go": elicit_form("Go on?", {"type": "object", "properties": {}})})
         await anyio.sleep(0.3)
         return types.CallToolResult(content=[types.TextContent(text=f"figures for {args}")])
 
@@ -62,12 +64,12 @@ async def settled(r: Runner, task: TaskRecord) -> TaskRecord:
     return current
 
 
-async def test_forty_identical_tasks_queued_together_cost_two_runs(tmp_path: Path) -> None:
+async def test_forty_identical_tasks_cost_one_run(tmp_path: Path) -> None:
     runs: list[str] = []
     async with runner_on(tmp_path / "db", eval_tools(runs), SETTINGS) as r:
         tasks = [await start(r, DAVE, save=False) for _ in range(40)]
         ended = [await settled(r, task) for task in tasks]
-    assert runs == ["dave", "dave"]  # the first had started; every later one joined the second
+    assert runs == ["dave"]
     assert {task.status for task in ended} == {TaskStatus.COMPLETED}
     assert len({str(task.result) for task in ended}) == 1
     assert len({task.task_id for task in ended}) == 40
@@ -76,26 +78,39 @@ async def test_forty_identical_tasks_queued_together_cost_two_runs(tmp_path: Pat
 async def test_other_arguments_or_another_principal_are_never_shared(tmp_path: Path) -> None:
     runs: list[str] = []
     async with runner_on(tmp_path / "db", eval_tools(runs), SETTINGS) as r:
-        first = await start(r, DAVE, save=False)
-        mine = [await start(r, DAVE, save=True), await start(r, DAVE, save=False)]
+        mine = [
+            await start(r, DAVE, save=False),
+            await start(r, DAVE, save=True),
+            await start(r, DAVE, save=False),
+        ]
         colleague = [await start(r, ERIN, save=False), await start(r, ERIN, save=False)]
-        for task in [first, *mine, *colleague]:
+        for task in [*mine, *colleague]:
             assert (await settled(r, task)).status is TaskStatus.COMPLETED
-    # dave: the first, the other arguments, and the identical one queued after the first started;
-    # erin: her own two, although dave had an identical task waiting
-    assert sorted(runs) == ["dave", "dave", "dave", "erin", "erin"]
+    assert sorted(runs) == ["dave", "dave", "erin"]  # erin's tasks never take dave's result
 
 
-async def test_a_follower_whose_run_is_cancelled_runs_itself(tmp_path: Path) -> None:
+async def test_when_the_shared_run_is_cancelled_a_follower_runs_itself(tmp_path: Path) -> None:
     runs: list[str] = []
     async with runner_on(tmp_path / "db", eval_tools(runs), SETTINGS) as r:
-        await start(r, DAVE, save=False)  # starts at once
-        joined = await start(r, DAVE, save=False)  # queued: later identical ones join it
-        follower = await start(r, DAVE, save=False)
-        await r.service.cancel(joined.task_id, DAVE)
-        assert (await settled(r, joined)).status is TaskStatus.CANCELLED
-        done = await settled(r, follower)
-    assert done.status is TaskStatus.COMPLETED and runs == ["dave", "dave"]
+        leader = await start(r, DAVE, save=False)
+        followers = [await start(r, DAVE, save=False) for _ in range(3)]
+        await r.service.cancel(leader.task_id, DAVE)
+        assert (await settled(r, leader)).status is TaskStatus.CANCELLED
+        done = [await settled(r, task) for task in followers]
+    assert {task.status for task in done} == {TaskStatus.COMPLETED}
+    assert runs == ["dave", "dave"]  # one follower took over the run, the others followed it
+
+
+async def test_followers_of_a_run_that_asks_for_input_are_not_kept_waiting(tmp_path: Path) -> None:
+    runs: list[str] = []
+    async with runner_on(tmp_path / "db", eval_tools(runs), SETTINGS) as r:
+        tasks = [await start(r, DAVE, ask=True) for _ in range(3)]
+        with anyio.fail_after(5):
+            for task in tasks:
+                while (await r.row(task)).status is not TaskStatus.INPUT_REQUIRED:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+        for task in tasks:
+            await r.service.cancel(task.task_id, DAVE)
 
 
 async def test_coalescing_can_be_switched_off(tmp_path: Path) -> None:

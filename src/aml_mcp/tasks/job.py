@@ -71,19 +71,16 @@ class Job:
         self.slot = Slot(scheduler, Share.of(task.owner))
         self.stop_reason: StopReason | None = None
         self._wake = anyio.Event()
-        self.started = False
-        """Its body has begun: from then on no identical task may join its run."""
-        self.leader: Job | None = None
-        """An identical job, not yet started when this one was created, whose run this one shares."""
         self.ended = anyio.Event()
-        """Set once its own run is over, shareable (`shared`) or not."""
+        """Set once identical jobs following this one's run may stop waiting for it."""
         self.shared: Outcome | None = None
-        """Its run's outcome when followers may take it: completed, with no answer taken meanwhile."""
+        """Its run's outcome when followers may take it: completed, with no answer asked for."""
 
     def share(self, outcome: Outcome | None) -> None:
-        """The run is over; followers take `outcome` (if any) or run themselves."""
-        self.shared = outcome
-        self.ended.set()
+        """Followers take `outcome`, or (`None`) run themselves; only the first call counts."""
+        if not self.ended.is_set():
+            self.shared = outcome
+            self.ended.set()
 
     def stop(self, reason: StopReason) -> None:
         """Cancel the body (the first reason given wins)."""

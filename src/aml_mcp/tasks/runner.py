@@ -133,7 +133,7 @@ class TaskRunner:
         """Tells a body's own storage failure (the AML stores are SQLite files too) from its bugs."""
         self._jobs: dict[str, Job] = {}
         self._joinable: dict[str, Job] = {}
-        """Per coalescing key, the newest identical job that has not started: later ones join it."""
+        """Per coalescing key, the job whose run identical tasks created meanwhile follow."""
         self._group: TaskGroup | None = None
         self._outage: dict[str, str] = {}
 
@@ -189,15 +189,10 @@ class TaskRunner:
             )
             return
         job = Job(task, self._scheduler)
-        key = self._coalescing_key(task)
-        if key is not None:
-            leader = self._joinable.get(key)
-            if leader is not None and not leader.started and not leader.ended.is_set():
-                job.leader = leader
-            else:
-                self._joinable[key] = job
         self._jobs[task.task_id] = job
-        self._group.start_soon(self._execute, job, key, name=f"task {task.task_id[:8]}")
+        self._group.start_soon(
+            self._execute, job, self._coalescing_key(task), name=f"task {task.task_id[:8]}"
+        )
 
     def _coalescing_key(self, task: TaskRecord) -> str | None:
         """What makes two tasks the same run: owner, idempotent tool, arguments and answers."""
@@ -227,13 +222,14 @@ class TaskRunner:
         try:
             ended: Outcome | Interrupted | None = None
             with job.scope:
-                if job.leader is not None:
-                    ended = await self._follow(job, job.leader)
+                while key is not None and ended is None:
+                    leader = self._joinable.get(key)
+                    if leader is None or leader.ended.is_set():
+                        self._joinable[key] = job  # identical tasks from now on follow this run
+                        break
+                    ended = await self._follow(job, leader)
                 if ended is None:
                     async with job.slot:
-                        job.started = True
-                        if key is not None and self._joinable.get(key) is job:
-                            del self._joinable[key]
                         asked_before = (dict(job.task.input_requests), dict(job.task.input_responses))
                         ended = await self._run_body(job)
                         answered = (dict(job.task.input_requests), dict(job.task.input_responses))
@@ -263,7 +259,8 @@ class TaskRunner:
                 del self._jobs[task_id]
 
     async def _follow(self, job: Job, leader: Job) -> Outcome | None:
-        """Wait, holding no slot, for the identical run `job` joined; its result, or `None` to run."""
+        """Wait, holding no slot, for the identical run `job` joined; its result, or `None` when the
+        run ended otherwise (failed, cancelled, lost, or it asked for input): then look again."""
         await leader.ended.wait()
         if leader.shared is None or leader.shared.result is None:
             return None

@@ -45,9 +45,9 @@ class TaskSettings(BaseModel):
     """Unfinished tasks one tenant may have across all its principals; beyond it, as above."""
     coalesce_identical_runs: bool = True
     """Tasks of one owner with the same idempotent tool, arguments and answers, created while an
-    identical one still waits for its slot, share that one's run and its result instead of each
-    running (forty identical evaluations cost one). A task whose run it would share fails, is
-    cancelled or asks for input: it runs itself."""
+    identical one is queued or running, take that run's result instead of running again (forty
+    identical evaluations cost one run; the result reflects the data when that run started). If
+    the shared run fails, is cancelled or asks for input, the waiting tasks run themselves."""
     max_input_responses_bytes: int = Field(default=65_536, gt=0)
     """Most bytes (as stored JSON) of the answers kept with one task, whether gathered before it
     was created or delivered by `tasks/update`; more is refused with -32602."""

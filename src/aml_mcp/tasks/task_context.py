@@ -128,6 +128,7 @@ class TaskContext:
             got = answered(applied.current, requests)
             if len(got) == len(requests):
                 return got
+            self._job.share(None)  # identical tasks following this run must not wait for a human
             async with self._job.slot.lent():
                 with anyio.move_on_after(self._recheck_s):
                     await wake.wait()
