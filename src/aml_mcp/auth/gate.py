@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jwt
+from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 from starlette.requests import Request
 from starlette.responses import Response
@@ -90,6 +91,12 @@ def _not_text(principal: Principal) -> bool:
     return any(value is not None and has_lone_surrogate(value) for value in fields) or any(
         has_lone_surrogate(scope) for scope in principal.scopes
     )
+
+
+def _retry_after_seconds(data: Any) -> int | None:
+    """`Retry-After` from an error's `retryAfterMs` hint, rounded up to whole seconds."""
+    after = data.get("retryAfterMs") if isinstance(data, dict) else None
+    return max(1, -(-after // 1000)) if isinstance(after, int) and not isinstance(after, bool) else None
 
 
 def _token_in_query(request: Request) -> bool:
@@ -214,6 +221,27 @@ class BearerAdmission:
             )
         try:
             needed = await self.scope_rules.needed(method, params, principal) if method else frozenset()
+        except MCPError as refused:
+            # A rule that could not look its answer up (the task store unavailable) says why, in a
+            # JSON-RPC error the client can act on (retryable, with a hint): 503, never let through.
+            logger.warning(
+                "scope rule for %s could not decide: %s", escaped(method or ""), refused.error.message
+            )
+            retry_after = _retry_after_seconds(refused.error.data)
+            return self._deny(
+                jsonrpc_error(
+                    503,
+                    refused.error.code,
+                    refused.error.message,
+                    request_id=request_id,
+                    data=refused.error.data,
+                    headers={"Retry-After": str(retry_after)} if retry_after is not None else None,
+                ),
+                "scope_check_unavailable",
+                method,
+                target,
+                principal,
+            )
         except Exception:
             # The rules check their params' shape; what still raises here is a fault (e.g. the store),
             # so the request is refused rather than let through unchecked.

@@ -17,3 +17,40 @@ def missing_tasks_extension() -> MCPError:
 
 def invalid_params(message: str, data: Any = None) -> MCPError:
     return MCPError(code=INVALID_PARAMS, message=message, data=data)
+
+
+STORAGE_UNAVAILABLE = -32010
+"""Implementation-defined (-32000..-32019): the server's storage cannot be written (or read) right
+now — disk full, database locked past its timeout, read-only, I/O error. Transient; retry later."""
+
+TOO_MANY_TASKS = -32011
+"""Implementation-defined: the caller (or its tenant) already has as many unfinished tasks as it may."""
+
+
+def retry_hint(reason: str, retry_after_ms: int) -> dict[str, Any]:
+    """`error.data` of a retryable refusal: a client backs off `retryAfterMs`, then sends the same request."""
+    return {"reason": reason, "retryable": True, "retryAfterMs": retry_after_ms}
+
+
+def storage_unavailable(cause: str, retry_after_ms: int = 1000) -> MCPError:
+    """Storage failed for a reason that is not the request's: say so, and that a retry may succeed.
+
+    Nothing of the request was kept (each write is all-or-nothing), so retrying is safe.
+    """
+    return MCPError(
+        code=STORAGE_UNAVAILABLE,
+        message=f"Storage temporarily unavailable ({cause}); nothing was changed, retry later",
+        data=retry_hint("storage_unavailable", retry_after_ms),
+    )
+
+
+def too_many_tasks(holder: str, limit: int, retry_after_ms: int) -> MCPError:
+    """A task create refused by a quota: `holder` is "you" or "your institution"."""
+    return MCPError(
+        code=TOO_MANY_TASKS,
+        message=(
+            f"Too many unfinished tasks for {holder} (at most {limit}); wait for one to finish or "
+            "cancel one with tasks/cancel, then retry"
+        ),
+        data=retry_hint("too_many_tasks", retry_after_ms),
+    )

@@ -81,9 +81,11 @@ class RoundTripContext:
 
     @property
     def answers(self) -> dict[str, Any]:
-        """Every valid answer this call holds, whether asked for yet or not (handed on to a task)."""
-        held = {**self._carried, **self._fresh}
-        return {**{k: v for k, v in held.items() if isinstance(v, dict)}, **self._used}
+        """The answers to input requests this server made, handed on to a task: those the
+        preflight used in this round, and those carried in the sealed `requestState` (used in an
+        earlier round). Fresh answers nobody asked for are dropped, never stored."""
+        carried = {key: value for key, value in self._carried.items() if isinstance(value, dict)}
+        return {**carried, **self._used}
 
     async def request_inputs(self, requests: Mapping[str, InputRequest]) -> dict[str, Any]:
         missing: dict[str, InputRequest] = {}

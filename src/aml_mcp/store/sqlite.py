@@ -294,7 +294,12 @@ class SqliteDatabase:
                 conn.execute("SAVEPOINT job")
                 try:
                     result = job.operation(conn)
-                except BaseException as exc:  # the caller gets its own failure back
+                except BaseException as exc:
+                    if not conn.in_transaction:
+                        # SQLite ended the whole transaction itself (a full disk, an I/O error): no
+                        # job of this batch was written, and each gets this cause, not "no savepoint".
+                        raise
+                    # The caller gets its own failure back; the batch goes on without it.
                     conn.execute("ROLLBACK TO SAVEPOINT job")
                     conn.execute("RELEASE SAVEPOINT job")
                     outcomes.append((None, exc))
@@ -303,7 +308,10 @@ class SqliteDatabase:
                     outcomes.append((result, None))
             conn.execute("COMMIT")
         except BaseException as exc:
-            logger.exception("database batch commit failed")
+            if isinstance(exc, sqlite3.Error):
+                logger.error("database batch of %d write(s) failed: %s", len(batch), exc)
+            else:
+                logger.exception("database batch commit failed")
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             for job in batch:
@@ -334,6 +342,8 @@ class SqliteDatabase:
         Connections belong to the pool, not to threads: a thread that ends leaves nothing open,
         and at most `MAX_IDLE_READERS` stay open between reads.
         """
+        if self._writer is None:
+            raise RuntimeError("database is not open")
         with self._idle_lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:

@@ -2,7 +2,8 @@
 
 `model` holds the states and the record, `wire` the shapes clients see, `store` the persistence
 contract and `sqlite_store` its SQLite implementation, `transitions` the one way state changes,
-`service` the lifecycle operations, `runner` the execution (leases, heartbeats, recovery),
+`service` the lifecycle operations, `scheduler` the fair shares of run slots between tenants and
+principals, `runner` the execution (leases, heartbeats, recovery),
 `task_context` what a body sees while it runs as a task, `retention` the TTL sweeper, `streams`
 what listen streams see, `handlers` the `tasks/*` protocol surface, and `wiring` the few lines
 the composition root calls.

@@ -34,7 +34,7 @@ from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
 from aml_mcp.protocol.request import request_principal
 from aml_mcp.scope_rules import NO_SCOPES, ScopeRule
 from aml_mcp.subscriptions.filters import lookupable
-from aml_mcp.tasks.service import CancelVerdict, TaskService, UpdateVerdict
+from aml_mcp.tasks.service import CancelVerdict, TaskService, UpdateVerdict, answers_too_large
 from aml_mcp.tasks.wire import ack, create_task_result, detailed_task
 
 TASK_NOT_FOUND = "Task not found"
@@ -120,13 +120,20 @@ class TaskHandlers:
         answers: Mapping[str, Any],
     ) -> dict[str, Any]:
         """Create the task; the `CreateTaskResult` is built only from the durably committed record."""
-        task = await self._service.create(
-            tool,
-            arguments,
-            principal=principal,
-            client_capabilities=client_capabilities.model_dump(by_alias=True, exclude_none=True, mode="json"),
-            answers=answers,
-        )
+        try:
+            task = await self._service.create(
+                tool,
+                arguments,
+                principal=principal,
+                client_capabilities=client_capabilities.model_dump(
+                    by_alias=True, exclude_none=True, mode="json"
+                ),
+                answers=answers,
+            )
+        except MCPError as refused:  # a quota, oversized answers, or storage: audited, then answered
+            reason = refused.error.data.get("reason") if isinstance(refused.error.data, dict) else None
+            self._audit(principal, "tools/call", Decision.DENY, reason or "invalid_params", tool=tool.name)
+            raise
         self._audit(
             principal, "tools/call", Decision.ALLOW, "task_created", task_id=task.task_id, tool=tool.name
         )
@@ -174,6 +181,9 @@ class TaskHandlers:
         outcome = await self._service.update(task_id, principal.owner, responses)
         if outcome.verdict is UpdateVerdict.NOT_FOUND:
             raise self._not_found(principal, ctx.method, task_id)
+        if outcome.verdict is UpdateVerdict.TOO_LARGE:
+            self._audit(principal, ctx.method, Decision.DENY, "too_large", task_id=task_id)
+            raise invalid_params(answers_too_large(self._service.max_input_responses_bytes))
         if outcome.verdict is UpdateVerdict.INVALID:
             self._audit(principal, ctx.method, Decision.DENY, "invalid_response", task_id=task_id)
             raise invalid_params(

@@ -1,5 +1,7 @@
 """The in-process handle on one running task body: how to stop it, wake it, and lend its slot.
 
+Slots come from the runner's `FairScheduler`, counted against the task owner's tenant and principal.
+
 A job is stopped by cancelling its own cancel scope, so the body sees an ordinary cancellation
 at its next await — promptly, and without the body having to poll anything. The reason is
 kept so the runner knows afterwards whether to record `cancelled` (the client asked) or to
@@ -15,7 +17,8 @@ from types import TracebackType
 
 import anyio
 
-from aml_mcp.tasks.model import TaskRecord
+from aml_mcp.tasks.model import Outcome, TaskRecord
+from aml_mcp.tasks.scheduler import FairScheduler, Share
 
 
 class StopReason(StrEnum):
@@ -28,14 +31,15 @@ class StopReason(StrEnum):
 
 
 class Slot:
-    """One unit of the runner's concurrency limit, lent back while the body waits for input."""
+    """One of the runner's run slots for one owner, lent back while the body waits for input."""
 
-    def __init__(self, limiter: anyio.Semaphore) -> None:
-        self._limiter = limiter
+    def __init__(self, scheduler: FairScheduler, share: Share) -> None:
+        self._scheduler = scheduler
+        self._share = share
         self._held = False
 
     async def __aenter__(self) -> Slot:
-        await self._limiter.acquire()
+        await self._scheduler.acquire(self._share)
         self._held = True
         return self
 
@@ -44,28 +48,39 @@ class Slot:
     ) -> None:
         if self._held:
             self._held = False
-            self._limiter.release()
+            self._scheduler.release(self._share)
 
     @contextlib.asynccontextmanager
     async def lent(self) -> AsyncIterator[None]:
         """Give the slot to another task for the duration (a body waiting for a human holds nothing)."""
         if self._held:
             self._held = False
-            self._limiter.release()
+            self._scheduler.release(self._share)
         try:
             yield
         finally:
-            await self._limiter.acquire()  # if cancelled here, nothing is held and nothing is released
+            # If cancelled here, nothing is held and nothing is released.
+            await self._scheduler.acquire(self._share)
             self._held = True
 
 
 class Job:
-    def __init__(self, task: TaskRecord, limiter: anyio.Semaphore) -> None:
+    def __init__(self, task: TaskRecord, scheduler: FairScheduler) -> None:
         self.task = task
         self.scope = anyio.CancelScope()
-        self.slot = Slot(limiter)
+        self.slot = Slot(scheduler, Share.of(task.owner))
         self.stop_reason: StopReason | None = None
         self._wake = anyio.Event()
+        self.ended = anyio.Event()
+        """Set once identical jobs following this one's run may stop waiting for it."""
+        self.shared: Outcome | None = None
+        """Its run's outcome when followers may take it: completed, with no answer asked for."""
+
+    def share(self, outcome: Outcome | None) -> None:
+        """Followers take `outcome`, or (`None`) run themselves; only the first call counts."""
+        if not self.ended.is_set():
+            self.shared = outcome
+            self.ended.set()
 
     def stop(self, reason: StopReason) -> None:
         """Cancel the body (the first reason given wins)."""

@@ -120,6 +120,16 @@ class TaskRecord:
     lease_holder: str | None = None
     lease_expires_at: int | None = None
     attempts: int = 0
+    """Runs started, the first one included."""
+    handovers: int = 0
+    """Runs that ended because their runner stopped gracefully and handed the lease back; they do
+    not count against `max_attempts`, which is for crashes."""
+
+    @property
+    def counted_attempts(self) -> int:
+        """Runs that count against `max_attempts`: every run started, less those a graceful stop
+        handed back (the run about to start after a claim included)."""
+        return self.attempts - self.handovers
 
     @property
     def terminal(self) -> bool:

@@ -1,25 +1,39 @@
-"""Runs task bodies in this process: bounded concurrency, leases with heartbeats, crash recovery.
+"""Runs task bodies in this process: fair shares of bounded slots, leases with heartbeats, recovery.
 
-Each task is held under a lease (holder, expiry) that heartbeats keep extending. A runner that
-dies stops renewing, and once the lease lapses any runner may claim the task: an idempotent
-tool is run again from the start (up to `max_attempts` runs in all), anything else is marked
-`failed`, because running it twice could do its effect twice. Claiming goes through the store,
-so separate worker processes sharing one database can run tasks the same way later.
+Slots are handed out by a `FairScheduler`: per tenant, then per principal, with caps, so one
+bank's queue never holds every slot while another bank's task waits.
+
+Each task is held under a lease (holder, expiry) that heartbeats keep extending — only for the
+tasks whose bodies this process still runs or queues, never for one whose body is gone. A
+runner that dies stops renewing, and once the lease lapses any runner may claim the task: an
+idempotent tool is run again from the start (up to `max_attempts` runs in all), anything else is
+marked `failed`, because running it twice could do its effect twice. Recovery claims every lapsed
+task at once, in batches, and settles the ones it will not run without waiting for a slot. A
+graceful stop hands its leases back and those runs are not counted as attempts: `max_attempts`
+is for crashes. Claiming goes through the store, so separate worker processes sharing one
+database can run tasks the same way later.
 
 How a body ends decides the terminal state: a result (even `isError: true`) is `completed`, a
 JSON-RPC error (`MCPError`) is `failed` with that error, any other exception is `failed` with an
 internal error (its details stay in the server log), and a client's cancellation is `cancelled`.
 Each is one compare-and-set on an active row, so whatever lands first stays.
+
+Storage failures never strand a task: a progress update that cannot be written is skipped (it is
+advisory); a body that dies of a storage failure is handed back, for recovery to re-run or fail
+once the store works again; an outcome that cannot be written is retried with backoff for up to
+one lease, and then handed back the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -33,13 +47,28 @@ from aml_mcp.catalog.tools import ToolRegistry, ToolSpec
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.job import Job, StopReason
 from aml_mcp.tasks.model import Outcome, TaskRecord, TaskStatus
+from aml_mcp.tasks.scheduler import FairScheduler
 from aml_mcp.tasks.service import CANCELLED_MESSAGE
 from aml_mcp.tasks.settings import TaskSettings
-from aml_mcp.tasks.store import Change, TaskStore
+from aml_mcp.tasks.sqlite_store import storage_fault
+from aml_mcp.tasks.store import Change, StorageUnavailable, TaskStore
 from aml_mcp.tasks.task_context import TaskContext
 from aml_mcp.tasks.transitions import apply_change
 
 logger = logging.getLogger(__name__)
+
+STORE_REFUSED = "The task's outcome could not be stored"
+SHARED_MESSAGE = "Completed (one run for identical tasks created together)"
+
+CLAIM_BATCH = 256
+"""Lapsed tasks claimed per store round trip; recovery keeps claiming until a batch comes back short."""
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """A body that stopped because storage failed under it: nothing to record, hand the task back."""
+
+    cause: str
 
 
 def _internal_error(message: str) -> dict[str, Any]:
@@ -88,19 +117,34 @@ class TaskRunner:
         clock: Clock,
         *,
         holder: str | None = None,
+        is_storage_fault: Callable[[BaseException], str | None] = storage_fault,
     ) -> None:
         self._store = store
         self._tools = tools
         self._settings = settings
         self._clock = clock
         self._holder = holder or default_holder()
-        self._limiter = anyio.Semaphore(settings.max_concurrent)
+        self._scheduler = FairScheduler(
+            settings.max_concurrent,
+            per_tenant=settings.max_concurrent_per_tenant,
+            per_principal=settings.max_concurrent_per_principal,
+        )
+        self._storage_fault = is_storage_fault
+        """Tells a body's own storage failure (the AML stores are SQLite files too) from its bugs."""
         self._jobs: dict[str, Job] = {}
+        self._joinable: dict[str, Job] = {}
+        """Per coalescing key, the job whose run identical tasks created meanwhile follow."""
         self._group: TaskGroup | None = None
+        self._outage: dict[str, str] = {}
 
     @property
     def holder(self) -> str:
         return self._holder
+
+    @property
+    def scheduler(self) -> FairScheduler:
+        """Who runs and who waits (for health checks and tests)."""
+        return self._scheduler
 
     @property
     def active(self) -> int:
@@ -110,6 +154,7 @@ class TaskRunner:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Runs heartbeats and recovery; on exit stops every body and hands its lease back."""
+        stopped: list[str] = []
         try:
             async with anyio.create_task_group() as group:
                 self._group = group
@@ -119,13 +164,14 @@ class TaskRunner:
                     yield
                 finally:
                     self._group = None
+                    stopped = list(self._jobs)
                     for job in list(self._jobs.values()):
                         job.stop(StopReason.SHUTDOWN)
                     group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 try:
-                    await self._store.release(self._holder)
+                    await self._store.release(self._holder, stopped)
                 except Exception:
                     logger.exception(
                         "could not release task leases; they lapse after %d ms", self._settings.lease_ms
@@ -142,9 +188,22 @@ class TaskRunner:
                 "task %s… created while the runner is stopped; left for recovery", task.task_id[:8]
             )
             return
-        job = Job(task, self._limiter)
+        job = Job(task, self._scheduler)
         self._jobs[task.task_id] = job
-        self._group.start_soon(self._execute, job, name=f"task {task.task_id[:8]}")
+        self._group.start_soon(
+            self._execute, job, self._coalescing_key(task), name=f"task {task.task_id[:8]}"
+        )
+
+    def _coalescing_key(self, task: TaskRecord) -> str | None:
+        """What makes two tasks the same run: owner, idempotent tool, arguments and answers."""
+        tool = self._tools.get(task.tool)
+        if not self._settings.coalesce_identical_runs or tool is None or not tool.idempotent:
+            return None
+        owner = task.owner
+        identity = [owner.issuer, owner.subject, owner.tenant, owner.client_id, task.tool]
+        return json.dumps(
+            [identity, task.arguments, task.input_responses], sort_keys=True, separators=(",", ":")
+        )
 
     def cancel_requested(self, task_id: str) -> None:
         job = self._jobs.get(task_id)
@@ -158,25 +217,59 @@ class TaskRunner:
 
     # -- execution -----------------------------------------------------------------------------
 
-    async def _execute(self, job: Job) -> None:
+    async def _execute(self, job: Job, key: str | None = None) -> None:
         task_id = job.task.task_id
         try:
-            outcome: Outcome | None = None
+            ended: Outcome | Interrupted | None = None
             with job.scope:
-                async with job.slot:
-                    outcome = await self._run_body(job)
-            if outcome is None:
+                while key is not None and ended is None:
+                    leader = self._joinable.get(key)
+                    if leader is None or leader.ended.is_set():
+                        self._joinable[key] = job  # identical tasks from now on follow this run
+                        break
+                    ended = await self._follow(job, leader)
+                if ended is None:
+                    async with job.slot:
+                        asked_before = (dict(job.task.input_requests), dict(job.task.input_responses))
+                        ended = await self._run_body(job)
+                        answered = (dict(job.task.input_requests), dict(job.task.input_responses))
+                        job.share(
+                            ended
+                            if isinstance(ended, Outcome)
+                            and ended.status is TaskStatus.COMPLETED
+                            and answered == asked_before  # nothing asked: a run like any identical one
+                            else None
+                        )
+            if isinstance(ended, Interrupted):
+                await self._hand_back(job, ended.cause)
+                return
+            if ended is None:
                 if job.stop_reason is not StopReason.CANCEL:
                     return  # lost or shutting down: the row belongs to whoever runs it next
-                outcome = cancelled()
-            await self._finish(job.task, outcome, known=job.task)
+                ended = cancelled()
+            await self._record(job, ended)
         except Exception:
             logger.exception("task %s… could not be finished", task_id[:8])
         finally:
+            if not job.ended.is_set():
+                job.share(None)
+            if key is not None and self._joinable.get(key) is job:
+                del self._joinable[key]
             if self._jobs.get(task_id) is job:
                 del self._jobs[task_id]
 
-    async def _run_body(self, job: Job) -> Outcome:
+    async def _follow(self, job: Job, leader: Job) -> Outcome | None:
+        """Wait, holding no slot, for the identical run `job` joined; its result, or `None` when the
+        run ended otherwise (failed, cancelled, lost, or it asked for input): then look again."""
+        await leader.ended.wait()
+        if leader.shared is None or leader.shared.result is None:
+            return None
+        logger.info(
+            "task %s… takes the result of identical task %s…", job.task.task_id[:8], leader.task.task_id[:8]
+        )
+        return Outcome(TaskStatus.COMPLETED, message=SHARED_MESSAGE, result=leader.shared.result)
+
+    async def _run_body(self, job: Job) -> Outcome | Interrupted:
         task = job.task
         tool = self._tools.get(task.tool)
         if tool is None:
@@ -192,10 +285,60 @@ class TaskRunner:
             produced = await tool.body(dict(task.arguments), context)
         except MCPError as exc:
             return failed(exc.error.model_dump(by_alias=True, exclude_none=True, mode="json"))
-        except Exception:
+        except StorageUnavailable as exc:
+            return Interrupted(exc.cause)
+        except Exception as exc:
+            cause = self._storage_fault(exc)
+            if cause is not None:
+                return Interrupted(cause)
             logger.exception("task body of %s raised", task.tool)
             return failed(_internal_error("Internal error"))
         return completed(produced)
+
+    async def _record(self, job: Job, outcome: Outcome) -> None:
+        """Write how the task ended. A storage failure is retried with backoff for up to one lease
+        (heartbeats keep the lease meanwhile), then the task is handed back; an outcome the store
+        refuses for itself (a bug) is replaced by an internal error, so the task still ends."""
+        deadline = anyio.current_time() + self._settings.lease_ms / 1000
+        delay = 0.05
+        while True:
+            try:
+                await self._finish(job.task, outcome, known=job.task)
+                return
+            except StorageUnavailable as exc:
+                if anyio.current_time() + delay > deadline:
+                    await self._hand_back(job, exc.cause)
+                    return
+                await anyio.sleep(delay)
+                delay = min(delay * 2, self._settings.heartbeat_ms / 1000)
+            except Exception:
+                if outcome.error is not None and outcome.error.get("message") == STORE_REFUSED:
+                    raise
+                logger.exception("the outcome of task %s… could not be stored", job.task.task_id[:8])
+                outcome = failed(_internal_error(STORE_REFUSED))
+
+    async def _hand_back(self, job: Job, cause: str) -> None:
+        """Stop holding a task whose body cannot go on: no more heartbeats for it, and its lease is
+        given up so recovery re-runs (idempotent) or fails it as soon as the store works again. If
+        even that cannot be written, the lease simply lapses — it is no longer renewed."""
+        task_id = job.task.task_id
+        if self._jobs.get(task_id) is job:
+            del self._jobs[task_id]
+        logger.warning(
+            "task %s… of %s stopped by a storage failure (%s); handed back for recovery",
+            task_id[:8],
+            job.task.tool,
+            cause,
+        )
+        try:
+            await self._store.abandon(task_id, self._holder)
+        except Exception as exc:
+            logger.warning(
+                "could not hand back task %s… (%s); its lease lapses within %d ms",
+                task_id[:8],
+                exc,
+                self._settings.lease_ms,
+            )
 
     async def _finish(self, task: TaskRecord, outcome: Outcome, *, known: TaskRecord | None = None) -> None:
         """Record how the task ended; `known` (the runner's last view) saves a read if nobody else wrote."""
@@ -214,16 +357,37 @@ class TaskRunner:
 
     # -- leases --------------------------------------------------------------------------------
 
+    def _outage_began(self, what: str, exc: StorageUnavailable) -> None:
+        """Log a background job's storage failure once per outage, not on every tick."""
+        if what not in self._outage:
+            logger.warning("task %s cannot write to the store (%s); retrying", what, exc.cause)
+        self._outage[what] = exc.cause
+
+    def _outage_ended(self, what: str) -> None:
+        if self._outage.pop(what, None) is not None:
+            logger.info("task %s reaches the store again", what)
+
     async def _heartbeats(self) -> None:
         while True:
             await anyio.sleep(self._settings.heartbeat_ms / 1000)
+            jobs = dict(self._jobs)
+            if not jobs:
+                continue
             try:
                 now = self._clock.now_ms()
-                report = await self._store.renew(self._holder, now + self._settings.lease_ms, now)
+                report = await self._store.renew(
+                    self._holder, now + self._settings.lease_ms, now, task_ids=list(jobs)
+                )
+            except StorageUnavailable as exc:
+                self._outage_began("lease heartbeat", exc)
+                continue
             except Exception:
                 logger.exception("task lease heartbeat failed")
                 continue
-            for task_id, job in list(self._jobs.items()):
+            self._outage_ended("lease heartbeat")
+            for task_id, job in jobs.items():
+                if self._jobs.get(task_id) is not job:
+                    continue  # ended while the heartbeat was being written
                 if task_id not in report.held:
                     job.stop(StopReason.LOST)
                 elif task_id in report.cancel_requested:
@@ -235,26 +399,50 @@ class TaskRunner:
         while True:
             try:
                 await self.recover_once()
+            except StorageUnavailable as exc:
+                self._outage_began("recovery", exc)
             except Exception:
                 logger.exception("task recovery failed")
+            else:
+                self._outage_ended("recovery")
             await anyio.sleep(self._settings.claim_interval_ms / 1000)
 
     async def recover_once(self) -> int:
-        """Claim tasks whose runner vanished and re-run or fail each; returns how many were claimed."""
-        now = self._clock.now_ms()
-        claimed = await self._store.claim(
-            self._holder, now, now + self._settings.lease_ms, self._settings.max_concurrent
-        )
-        for task in claimed:
-            verdict = self._verdict(task, self._tools.get(task.tool))
-            if verdict is None:
-                logger.info(
-                    "re-running task %s… of %s (attempt %d)", task.task_id[:8], task.tool, task.attempts
-                )
-                self.submit(task)
-            else:
-                await self._finish(task, verdict, known=task)
-        return len(claimed)
+        """Claim every task whose runner vanished and re-run or end each; returns how many were claimed.
+
+        Claims go on in batches until one comes back short, so a crash that left thousands of
+        tasks is taken over at once; the tasks that will not run again are settled together (their
+        writes share commits) without waiting for a slot, and re-runs queue for slots fairly.
+        """
+        total = 0
+        while True:
+            now = self._clock.now_ms()
+            claimed = await self._store.claim(
+                self._holder, now, now + self._settings.lease_ms, CLAIM_BATCH, exclude=tuple(self._jobs)
+            )
+            ending: list[tuple[TaskRecord, Outcome]] = []
+            for task in claimed:
+                verdict = self._verdict(task, self._tools.get(task.tool))
+                if verdict is None:
+                    logger.info(
+                        "re-running task %s… of %s (attempt %d)", task.task_id[:8], task.tool, task.attempts
+                    )
+                    self.submit(task)
+                else:
+                    ending.append((task, verdict))
+            if ending:
+                async with anyio.create_task_group() as group:
+                    for task, verdict in ending:
+                        group.start_soon(self._settle_claimed, task, verdict)
+            total += len(claimed)
+            if len(claimed) < CLAIM_BATCH:
+                return total
+
+    async def _settle_claimed(self, task: TaskRecord, outcome: Outcome) -> None:
+        try:
+            await self._finish(task, outcome, known=task)
+        except Exception as exc:  # the lease is not renewed: the task is claimed again later
+            logger.warning("could not settle recovered task %s… (%s)", task.task_id[:8], exc)
 
     def _verdict(self, task: TaskRecord, tool: ToolSpec | None) -> Outcome | None:
         """`None` to run the claimed task again, else how it ends without running."""
@@ -266,11 +454,11 @@ class TaskRunner:
             return failed(
                 _internal_error("Task interrupted by a server restart"),
                 message=(
-                    f"Interrupted by a server restart; {task.tool} is not safe to run twice, "
-                    "so it was not resumed. Call the tool again if needed."
+                    f"Interrupted by a server restart or a storage failure; {task.tool} is not safe to "
+                    "run twice, so it was not resumed. Call the tool again if needed."
                 ),
             )
-        if task.attempts > self._settings.max_attempts:
+        if task.counted_attempts > self._settings.max_attempts:
             return failed(
                 _internal_error("Task interrupted too many times"),
                 message=f"Gave up after {self._settings.max_attempts} interrupted attempts",

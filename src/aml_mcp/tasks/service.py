@@ -3,22 +3,30 @@
 Every operation names the caller's `Owner`; the store filters by it in the query itself, so a
 task id that belongs to somebody else is, here and everywhere below, simply not found. The
 protocol layer (`handlers`) adds negotiation, routing headers, errors and audit on top.
+
+Two refusals are decided here because they need the store's numbers: a create beyond the
+caller's or its tenant's cap on unfinished tasks (retryable -32011), and answers bigger than
+`max_input_responses_bytes` (-32602). A storage failure becomes one retryable error (-32010),
+whatever the operation, instead of a generic internal error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
 from aml_mcp.catalog.tools import ToolSpec
 from aml_mcp.principal import Owner, Principal
+from aml_mcp.protocol.errors import invalid_params, storage_unavailable, too_many_tasks
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.inputs import Answering, take_answers
 from aml_mcp.tasks.model import TaskRecord, TaskStatus, new_task_id
 from aml_mcp.tasks.settings import TaskSettings
-from aml_mcp.tasks.store import Change, TaskStore
+from aml_mcp.tasks.store import Change, QuotaExceeded, StorageUnavailable, TaskQuota, TaskStore
 from aml_mcp.tasks.transitions import apply_change
 
 CANCELLED_MESSAGE = "Cancelled at the client's request"
@@ -45,6 +53,7 @@ class UpdateVerdict(StrEnum):
     NOT_FOUND = "not_found"
     ACCEPTED = "accepted"
     INVALID = "invalid_response"
+    TOO_LARGE = "too_large"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +69,39 @@ class CancelVerdict(StrEnum):
     REQUESTED = "requested"
 
 
+def stored_size(answers: Mapping[str, Any]) -> int:
+    """Bytes `answers` take as the store keeps them (compact JSON, UTF-8)."""
+    text = json.dumps(answers, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def answers_too_large(limit: int) -> str:
+    return f"inputResponses too large: the answers kept with one task may take at most {limit} bytes"
+
+
+@contextlib.contextmanager
+def storage_errors() -> Iterator[None]:
+    """A storage failure reaches the client as the one retryable storage error, never as -32603."""
+    try:
+        yield
+    except StorageUnavailable as exc:
+        raise storage_unavailable(exc.cause) from exc
+
+
 class TaskService:
     def __init__(self, store: TaskStore, execution: Execution, settings: TaskSettings, clock: Clock) -> None:
         self._store = store
         self._execution = execution
         self._settings = settings
         self._clock = clock
+        self._quota = TaskQuota(
+            active_per_principal=settings.max_active_per_principal,
+            active_per_tenant=settings.max_active_per_tenant,
+        )
+
+    @property
+    def max_input_responses_bytes(self) -> int:
+        return self._settings.max_input_responses_bytes
 
     async def create(
         self,
@@ -76,7 +112,14 @@ class TaskService:
         client_capabilities: Mapping[str, Any],
         answers: Mapping[str, Any],
     ) -> TaskRecord:
-        """Store a new `working` task durably, then start it; the record returned is what was committed."""
+        """Store a new `working` task durably, then start it; the record returned is what was committed.
+
+        `answers` are those the call's preflight asked for (never unsolicited ones); over
+        `max_input_responses_bytes` the call is refused. So is a create beyond the owner's caps on
+        unfinished tasks, with a retryable error that says how to get below them.
+        """
+        if stored_size(answers) > self._settings.max_input_responses_bytes:
+            raise invalid_params(answers_too_large(self._settings.max_input_responses_bytes))
         now = self._clock.now_ms()
         ttl = self._settings.ttl_for(tool.task_ttl_ms)
         task = TaskRecord(
@@ -96,27 +139,50 @@ class TaskService:
             lease_expires_at=now + self._settings.lease_ms,
             attempts=1,
         )
-        await self._store.create(task)
+        with storage_errors():
+            try:
+                await self._store.create(task, self._quota)
+            except QuotaExceeded as exc:
+                holder = "you" if exc.per == "principal" else "your institution"
+                raise too_many_tasks(holder, exc.limit, self._settings.poll_interval_ms) from None
         self._execution.submit(task)
         return task
 
     async def get(self, task_id: str, owner: Owner) -> TaskRecord | None:
-        return await self._store.find(task_id, owner, self._clock.now_ms())
+        with storage_errors():
+            return await self._store.find(task_id, owner, self._clock.now_ms())
 
     async def scope_of(self, task_id: str, owner: Owner) -> str | None:
-        return await self._store.scope_of(task_id, owner, self._clock.now_ms())
+        with storage_errors():
+            return await self._store.scope_of(task_id, owner, self._clock.now_ms())
 
     async def update(self, task_id: str, owner: Owner, responses: Mapping[str, Any]) -> UpdateOutcome:
-        """Deliver input responses; unknown and already-answered keys are ignored (idempotent)."""
+        """Deliver input responses; unknown and already-answered keys are ignored (idempotent).
+
+        Answers that would take the task's stored answers over `max_input_responses_bytes` are
+        refused whole (`TOO_LARGE`), like a misshapen one: nothing of the update is kept.
+        """
         verdict: list[Answering] = []
+        limit = self._settings.max_input_responses_bytes
+        too_large: list[bool] = [False]
 
         def decide(task: TaskRecord) -> Change | None:
-            verdict[:] = [take_answers(task, responses)]
-            return verdict[0].change
+            answering = take_answers(task, responses)
+            change = answering.change
+            too_large[0] = (
+                change is not None
+                and change.input_responses is not None
+                and stored_size(change.input_responses) > limit
+            )
+            verdict[:] = [answering]
+            return None if too_large[0] else change
 
-        applied = await apply_change(self._store, self._clock, task_id, owner, decide)
+        with storage_errors():
+            applied = await apply_change(self._store, self._clock, task_id, owner, decide)
         if applied is None:
             return UpdateOutcome(UpdateVerdict.NOT_FOUND)
+        if too_large[0]:
+            return UpdateOutcome(UpdateVerdict.TOO_LARGE)
         answering = verdict[0] if verdict else Answering(None)
         if answering.invalid is not None:
             return UpdateOutcome(UpdateVerdict.INVALID, invalid_key=answering.invalid)
@@ -143,7 +209,10 @@ class TaskService:
                 return None
             return Change(cancel_requested=True, touch=False)
 
-        applied = await apply_change(self._store, self._clock, task_id, owner, decide, lease_free=unleased)
+        with storage_errors():
+            applied = await apply_change(
+                self._store, self._clock, task_id, owner, decide, lease_free=unleased
+            )
         if applied is None:
             return CancelVerdict.NOT_FOUND
         if applied.seen.terminal:

@@ -35,6 +35,26 @@ class TaskSettings(BaseModel):
     tool not declared idempotent is never run twice: it fails instead."""
     sweep_interval_ms: int = Field(default=60_000, gt=0)
     """How often expired tasks are deleted (they are invisible from the moment they expire)."""
+    max_concurrent_per_tenant: int = Field(default=16, gt=0)
+    """Task bodies of one tenant (bank) running at once, within `max_concurrent`. Below it, a
+    tenant with a long queue can never take every slot: another bank's task finds one free and
+    starts at once. When slots are short, a freed slot goes to the tenant running the fewest."""
+    max_concurrent_per_principal: int = Field(default=8, gt=0)
+    """Task bodies of one principal (issuer, tenant, subject) running at once, within the tenant's
+    share: a colleague's task is not held up behind one analyst's queue."""
+    max_active_per_principal: int = Field(default=256, gt=0)
+    """Unfinished (`working` or `input_required`) tasks one principal may have; a create beyond it
+    is refused with a retryable JSON-RPC error (-32011) until one finishes or is cancelled."""
+    max_active_per_tenant: int = Field(default=1024, gt=0)
+    """Unfinished tasks one tenant may have across all its principals; beyond it, as above."""
+    coalesce_identical_runs: bool = True
+    """Tasks of one owner with the same idempotent tool, arguments and answers, created while an
+    identical one is queued or running, take that run's result instead of running again (forty
+    identical evaluations cost one run; the result reflects the data when that run started). If
+    the shared run fails, is cancelled or asks for input, the waiting tasks run themselves."""
+    max_input_responses_bytes: int = Field(default=65_536, gt=0)
+    """Most bytes (as stored JSON) of the answers kept with one task, whether gathered before it
+    was created or delivered by `tasks/update`; more is refused with -32602."""
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskSettings:

@@ -5,19 +5,27 @@ is committed and fsync'd, so a create acknowledged here survives a crash. The SQ
 (one table, conditional updates, `RETURNING`) so a PostgreSQL store can mirror it; triggers are a
 second wall behind the conditional updates: a terminal row, a task's identity, owner and expiry
 can never be changed by any statement.
+
+SQLite's own failures (disk full, a lock held past the busy timeout, a read-only or damaged file,
+an I/O error, a closed database) leave as `StorageUnavailable`, logged once per episode rather
+than once per request; constraint violations are bugs and stay what they are.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar
 
 from aml_mcp.principal import Owner
 from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
-from aml_mcp.tasks.store import Change, LeaseReport
+from aml_mcp.tasks.store import Change, LeaseReport, QuotaExceeded, StorageUnavailable, TaskQuota
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 COMPONENT = "tasks"
 
@@ -76,13 +84,20 @@ MIGRATIONS: list[str] = [
         SELECT RAISE(ABORT, 'a task''s identity, owner, tool, scope and expiry never change');
     END;
     """,
+    # Graceful hand-backs are counted apart from runs, so a deploy is never taken for a crash; the
+    # owner index makes the quota count at create one short index range.
+    """
+    ALTER TABLE tasks ADD COLUMN handovers INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX tasks_active_by_owner ON tasks (owner_tenant, owner_issuer, owner_subject, expires_at)
+        WHERE status IN ('working', 'input_required');
+    """,
 ]
 
 _COLUMNS = (
     "task_id, owner_issuer, owner_subject, owner_tenant, owner_client_id, tool, required_scope,"
     " arguments, client_capabilities, status, status_message, input_requests, input_responses,"
     " result, error, cancel_requested, created_at, updated_at, ttl_ms, expires_at, version,"
-    " lease_holder, lease_expires_at, attempts"
+    " lease_holder, lease_expires_at, attempts, handovers"
 )
 _OWNED = (
     "task_id = ? AND owner_issuer = ? AND owner_subject = ? AND owner_tenant = ? AND owner_client_id = ?"
@@ -129,6 +144,7 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
         lease_holder,
         lease_expires_at,
         attempts,
+        handovers,
     ) = row
     return TaskRecord(
         task_id=task_id,
@@ -152,7 +168,73 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
         lease_holder=lease_holder,
         lease_expires_at=lease_expires_at,
         attempts=attempts,
+        handovers=handovers,
     )
+
+
+_CAUSES = {
+    "SQLITE_FULL": "disk full",
+    "SQLITE_BUSY": "database busy",
+    "SQLITE_LOCKED": "database busy",
+    "SQLITE_READONLY": "database read-only",
+    "SQLITE_IOERR": "I/O error",
+    "SQLITE_CANTOPEN": "database cannot be opened",
+    "SQLITE_CORRUPT": "database damaged",
+    "SQLITE_NOTADB": "database damaged",
+}
+
+
+def storage_fault(exc: BaseException) -> str | None:
+    """A short cause when `exc` is the storage failing (not the request, not a bug), else `None`.
+
+    Judged by SQLite's primary result code: a full disk, a lock, a read-only, unopenable or damaged
+    file, an I/O error. A generic `SQLITE_ERROR` (bad SQL, no such table) and constraint failures
+    are bugs and stay what they are — unless raised while handling a storage failure: a full disk
+    rolls the whole transaction back, and the batch's clean-up then fails with "no such
+    savepoint", which is the failure seen, not its cause.
+    """
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        cause = _own_fault(seen)
+        if cause is not None:
+            return cause
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _own_fault(exc: BaseException) -> str | None:
+    if isinstance(exc, sqlite3.ProgrammingError):
+        return "database closed" if "closed" in str(exc) else None
+    if isinstance(exc, sqlite3.Error):
+        name = getattr(exc, "sqlite_errorname", None) or ""
+        primary = "_".join(name.split("_")[:2])  # SQLITE_IOERR_WRITE -> SQLITE_IOERR
+        return _CAUSES.get(primary)
+    if isinstance(exc, RuntimeError) and "not open" in str(exc):
+        return "database closed"  # written to while the server shuts down
+    return None
+
+
+class _Episodes:
+    """Logs the start and the end of a storage outage once each, not once per failed request."""
+
+    def __init__(self) -> None:
+        self._down: str | None = None
+
+    def failed(self, cause: str, exc: BaseException) -> None:
+        if self._down is None:
+            logger.warning(
+                "task storage unavailable (%s: %s); callers get a retryable error until it recovers",
+                cause,
+                exc,
+            )
+        self._down = cause
+
+    def succeeded(self) -> None:
+        if self._down is not None:
+            logger.info("task storage available again (after: %s)", self._down)
+            self._down = None
 
 
 class SqliteTaskStore:
@@ -160,8 +242,42 @@ class SqliteTaskStore:
 
     def __init__(self, database: SqliteDatabase) -> None:
         self._db = database
+        self._episodes = _Episodes()
 
-    async def create(self, task: TaskRecord) -> None:
+    def _fault(self, exc: Exception) -> StorageUnavailable | None:
+        cause = storage_fault(exc)
+        if cause is None:
+            return None
+        self._episodes.failed(cause, exc)
+        return StorageUnavailable(cause)
+
+    async def _write(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        def counted(conn: sqlite3.Connection) -> tuple[T, bool]:
+            before = conn.total_changes
+            result = operation(conn)
+            return result, conn.total_changes != before
+
+        try:
+            result, wrote = await self._db.write(counted)
+        except Exception as exc:
+            fault = self._fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
+        if wrote:  # a write that changed nothing commits without touching the disk: no proof of health
+            self._episodes.succeeded()
+        return result
+
+    def _read_now(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return self._db.read_now(operation)
+        except Exception as exc:
+            fault = self._fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
+
+    async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
         row = (
             task.task_id,
             task.owner.issuer,
@@ -187,9 +303,28 @@ class SqliteTaskStore:
             task.lease_holder,
             task.lease_expires_at,
             task.attempts,
+            task.handovers,
         )
         sql = f"INSERT INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * len(row))})"  # noqa: S608
-        await self._db.write(lambda conn: conn.execute(sql, row))
+        owner = task.owner
+        count = (
+            "SELECT COUNT(*), COALESCE(SUM(owner_subject = ?), 0) FROM tasks"  # noqa: S608
+            f" WHERE owner_tenant = ? AND owner_issuer = ? AND {_ACTIVE} AND expires_at > ?"
+        )
+
+        def insert(conn: sqlite3.Connection) -> None:
+            # Counted and inserted by the one writer, in one transaction: no two creates both see room.
+            if quota is not None:
+                tenant, principal = conn.execute(
+                    count, (owner.subject, owner.tenant, owner.issuer, task.created_at)
+                ).fetchone()
+                if principal >= quota.active_per_principal:
+                    raise QuotaExceeded("principal", quota.active_per_principal)
+                if tenant >= quota.active_per_tenant:
+                    raise QuotaExceeded("tenant", quota.active_per_tenant)
+            conn.execute(sql, row)
+
+        await self._write(insert)
 
     # Lookups are one primary-key probe (tens of microseconds), so they run on the calling thread:
     # handing them to a worker thread cost more than the query itself (about 0.6 ms of CPU per
@@ -198,13 +333,13 @@ class SqliteTaskStore:
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
         sql = f"SELECT {_COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
         args = _owned_args(task_id, owner, now_ms)
-        row = self._db.read_now(lambda conn: conn.execute(sql, args).fetchone())
+        row = self._read_now(lambda conn: conn.execute(sql, args).fetchone())
         return _record(row) if row is not None else None
 
     async def scope_of(self, task_id: str, owner: Owner, now_ms: int) -> str | None:
         sql = f"SELECT required_scope FROM tasks WHERE {_OWNED}"  # noqa: S608
         args = _owned_args(task_id, owner, now_ms)
-        row = self._db.read_now(lambda conn: conn.execute(sql, args).fetchone())
+        row = self._read_now(lambda conn: conn.execute(sql, args).fetchone())
         return row[0] if row is not None else None
 
     async def transition(
@@ -255,46 +390,73 @@ class SqliteTaskStore:
             row: tuple[Any, ...] | None = conn.execute(sql, params).fetchone()
             return row
 
-        row = await self._db.write(apply)
+        row = await self._write(apply)
         return _record(row) if row is not None else None
 
-    async def renew(self, holder: str, lease_until_ms: int, now_ms: int) -> LeaseReport:
+    async def renew(
+        self, holder: str, lease_until_ms: int, now_ms: int, task_ids: Collection[str] | None = None
+    ) -> LeaseReport:
+        sql = (
+            f"UPDATE tasks SET lease_expires_at = ? WHERE lease_holder = ? AND {_ACTIVE}"  # noqa: S608
+            " AND expires_at > ?"
+        )
+        args: tuple[Any, ...] = (lease_until_ms, holder, now_ms)
+        if task_ids is not None:
+            sql += " AND task_id IN (SELECT value FROM json_each(?))"
+            args = (*args, json.dumps(list(task_ids)))
+        sql += " RETURNING task_id, cancel_requested"
+
         def apply(conn: sqlite3.Connection) -> LeaseReport:
-            rows = conn.execute(
-                f"UPDATE tasks SET lease_expires_at = ? WHERE lease_holder = ? AND {_ACTIVE}"  # noqa: S608
-                " AND expires_at > ? RETURNING task_id, cancel_requested",
-                (lease_until_ms, holder, now_ms),
-            ).fetchall()
+            rows = conn.execute(sql, args).fetchall()
             return LeaseReport(
                 held=frozenset(row[0] for row in rows),
                 cancel_requested=frozenset(row[0] for row in rows if row[1]),
             )
 
-        return await self._db.write(apply)
+        return await self._write(apply)
 
-    async def release(self, holder: str) -> None:
-        await self._db.write(
+    async def release(self, holder: str, handed_over: Collection[str] | None = None) -> None:
+        counted = "1" if handed_over is None else "(task_id IN (SELECT value FROM json_each(?)))"
+        sql = (
+            f"UPDATE tasks SET lease_expires_at = 0, handovers = handovers + {counted}"  # noqa: S608
+            f" WHERE lease_holder = ? AND {_ACTIVE}"
+        )
+        args = (holder,) if handed_over is None else (json.dumps(list(handed_over)), holder)
+        await self._write(lambda conn: conn.execute(sql, args))
+
+    async def abandon(self, task_id: str, holder: str) -> None:
+        await self._write(
             lambda conn: conn.execute(
-                f"UPDATE tasks SET lease_expires_at = 0 WHERE lease_holder = ? AND {_ACTIVE}",  # noqa: S608
-                (holder,),
+                "UPDATE tasks SET lease_holder = NULL, lease_expires_at = NULL"  # noqa: S608
+                f" WHERE task_id = ? AND lease_holder = ? AND {_ACTIVE}",
+                (task_id, holder),
             )
         )
 
-    async def claim(self, holder: str, now_ms: int, lease_until_ms: int, limit: int) -> list[TaskRecord]:
+    async def claim(
+        self,
+        holder: str,
+        now_ms: int,
+        lease_until_ms: int,
+        limit: int,
+        exclude: Collection[str] = (),
+    ) -> list[TaskRecord]:
         sql = (
             "UPDATE tasks SET lease_holder = ?, lease_expires_at = ?, attempts = attempts + 1"  # noqa: S608
             " WHERE task_id IN ("
             f"  SELECT task_id FROM tasks WHERE {_ACTIVE} AND expires_at > ?"
             "   AND (lease_holder IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?)"
+            "   AND task_id NOT IN (SELECT value FROM json_each(?))"
             "   ORDER BY created_at LIMIT ?)"
             f" RETURNING {_COLUMNS}"
         )
+        args = (holder, lease_until_ms, now_ms, now_ms, json.dumps(list(exclude)), limit)
 
         def apply(conn: sqlite3.Connection) -> list[TaskRecord]:
-            rows = conn.execute(sql, (holder, lease_until_ms, now_ms, now_ms, limit)).fetchall()
+            rows = conn.execute(sql, args).fetchall()
             return [_record(row) for row in rows]
 
-        return await self._db.write(apply)
+        return await self._write(apply)
 
     async def sweep(self, now_ms: int, limit: int) -> int:
         def apply(conn: sqlite3.Connection) -> int:
@@ -304,4 +466,4 @@ class SqliteTaskStore:
                 (now_ms, limit),
             ).rowcount
 
-        return await self._db.write(apply)
+        return await self._write(apply)

@@ -7,13 +7,17 @@ Two rules every implementation keeps:
 - State changes are compare-and-set on `version` and apply only to active rows: a terminal row
   never changes, whoever asks (the SQLite store adds a trigger as a second wall).
 
-Lease operations (renew, release, claim) work by lease holder instead: they are the runner's
-bookkeeping, not a caller's access, and they never touch a task's visible state.
+Lease operations (renew, release, abandon, claim) work by lease holder instead: they are the
+runner's bookkeeping, not a caller's access, and they never touch a task's visible state.
+
+Every operation either happens completely or not at all. When the storage itself fails (disk
+full, locked past its timeout, read-only, I/O error, closed) it raises `StorageUnavailable`, so
+callers can tell a transient condition from a bug and nobody has to know the database's errors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,6 +43,34 @@ class Change:
     touch: bool = True
 
 
+class StorageUnavailable(Exception):
+    """The store cannot do the operation right now, for a reason that is not the caller's; nothing
+    of it was applied. `cause` is short and fit for a client ("disk full", "database busy")."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"task storage unavailable: {cause}")
+        self.cause = cause
+
+
+@dataclass(frozen=True, slots=True)
+class TaskQuota:
+    """Limits `create` checks in the same transaction as the insert, so concurrent creates cannot
+    overshoot them. Principal = (issuer, tenant, subject); tenant = (issuer, tenant)."""
+
+    active_per_principal: int
+    active_per_tenant: int
+
+
+class QuotaExceeded(Exception):
+    """`create` refused: the owner's principal (`per="principal"`) or tenant already has `limit`
+    unfinished tasks. Nothing was stored."""
+
+    def __init__(self, per: str, limit: int) -> None:
+        super().__init__(f"{per} already has {limit} unfinished tasks")
+        self.per = per
+        self.limit = limit
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseReport:
     """What a heartbeat learned: which tasks are still ours, and which of them a client cancelled."""
@@ -48,8 +80,11 @@ class LeaseReport:
 
 
 class TaskStore(Protocol):
-    async def create(self, task: TaskRecord) -> None:
-        """Insert a new task; returns once the row is durably committed."""
+    async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
+        """Insert a new task; returns once the row is durably committed.
+
+        With `quota`, raises `QuotaExceeded` instead when the owner is at a limit.
+        """
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
         """The live task with this id and owner, or `None` (unknown, foreign and expired alike)."""
@@ -74,14 +109,37 @@ class TaskStore(Protocol):
         current lease. Returns the task as changed (durably committed), or `None` if nothing was.
         """
 
-    async def renew(self, holder: str, lease_until_ms: int, now_ms: int) -> LeaseReport:
-        """Extend every active lease `holder` has; report what it still holds."""
+    async def renew(
+        self, holder: str, lease_until_ms: int, now_ms: int, task_ids: Collection[str] | None = None
+    ) -> LeaseReport:
+        """Extend the active leases `holder` has (only those of `task_ids` when given: a runner
+        renews the tasks it still runs, never one whose body is gone); report what it still holds."""
 
-    async def release(self, holder: str) -> None:
-        """Give up every lease `holder` has (graceful stop), so a restarted runner claims them at once."""
+    async def release(self, holder: str, handed_over: Collection[str] | None = None) -> None:
+        """Give up every lease `holder` has (graceful stop), so a restarted runner claims them at once.
 
-    async def claim(self, holder: str, now_ms: int, lease_until_ms: int, limit: int) -> list[TaskRecord]:
-        """Take over active tasks whose lease lapsed (their runner died), counting an attempt each."""
+        Each of `handed_over` (default: every task released) counts one more in `handovers`: the
+        run the stop interrupted is not a crash, and its re-run does not use up an attempt.
+        """
+
+    async def abandon(self, task_id: str, holder: str) -> None:
+        """Give up `holder`'s lease on one task whose body could not go on (its next run, if any,
+        counts as an attempt): nobody holds it, so recovery takes it over at once instead of when
+        the lease lapses, and a cancellation ends it on the spot."""
+
+    async def claim(
+        self,
+        holder: str,
+        now_ms: int,
+        lease_until_ms: int,
+        limit: int,
+        exclude: Collection[str] = (),
+    ) -> list[TaskRecord]:
+        """Take over active tasks whose lease lapsed (their runner died), counting an attempt each.
+
+        `exclude` names tasks the claiming runner still runs itself (a lease that lapsed while the
+        store was unreachable is renewed by the next heartbeat, not claimed again).
+        """
 
     async def sweep(self, now_ms: int, limit: int) -> int:
         """Delete up to `limit` expired tasks; returns how many went."""

@@ -9,7 +9,7 @@ status changes and are not pushed: listen streams never carry progress.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from aml_mcp.principal import Owner, Principal
@@ -17,7 +17,7 @@ from aml_mcp.subscriptions.bus import EventBus
 from aml_mcp.subscriptions.events import TaskChanged
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.model import TaskRecord
-from aml_mcp.tasks.store import Change, LeaseReport, TaskStore
+from aml_mcp.tasks.store import Change, LeaseReport, TaskQuota, TaskStore
 from aml_mcp.tasks.wire import detailed_task
 
 
@@ -37,8 +37,8 @@ class PublishingTaskStore:
         self._clock = clock
         self._poll_interval_ms = poll_interval_ms
 
-    async def create(self, task: TaskRecord) -> None:
-        await self._inner.create(task)
+    async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
+        await self._inner.create(task, quota)
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
         return await self._inner.find(task_id, owner, now_ms)
@@ -70,14 +70,26 @@ class PublishingTaskStore:
             self._bus.publish(changed_event(updated, self._poll_interval_ms))
         return updated
 
-    async def renew(self, holder: str, lease_until_ms: int, now_ms: int) -> LeaseReport:
-        return await self._inner.renew(holder, lease_until_ms, now_ms)
+    async def renew(
+        self, holder: str, lease_until_ms: int, now_ms: int, task_ids: Collection[str] | None = None
+    ) -> LeaseReport:
+        return await self._inner.renew(holder, lease_until_ms, now_ms, task_ids)
 
-    async def release(self, holder: str) -> None:
-        await self._inner.release(holder)
+    async def release(self, holder: str, handed_over: Collection[str] | None = None) -> None:
+        await self._inner.release(holder, handed_over)
 
-    async def claim(self, holder: str, now_ms: int, lease_until_ms: int, limit: int) -> list[TaskRecord]:
-        return await self._inner.claim(holder, now_ms, lease_until_ms, limit)
+    async def abandon(self, task_id: str, holder: str) -> None:
+        await self._inner.abandon(task_id, holder)
+
+    async def claim(
+        self,
+        holder: str,
+        now_ms: int,
+        lease_until_ms: int,
+        limit: int,
+        exclude: Collection[str] = (),
+    ) -> list[TaskRecord]:
+        return await self._inner.claim(holder, now_ms, lease_until_ms, limit, exclude)
 
     async def sweep(self, now_ms: int, limit: int) -> int:
         return await self._inner.sweep(now_ms, limit)

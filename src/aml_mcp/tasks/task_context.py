@@ -3,7 +3,8 @@
 Asking for input parks the task in `input_required` (durably, so a poll sees the requests) and
 waits until `tasks/update` has delivered every answer; answers gathered before the task was
 created (multi round-trip preflight) count as already given. Progress becomes the task's status
-message. Log messages have no channel on tasks (the extension excludes them) and stay in the
+message; it is advisory, so a progress update the store cannot take right now is skipped and the
+body goes on. Log messages have no channel on tasks (the extension excludes them) and stay in the
 server log.
 """
 
@@ -23,7 +24,7 @@ from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.inputs import answered, ask
 from aml_mcp.tasks.job import Job, StopReason
 from aml_mcp.tasks.model import TaskRecord
-from aml_mcp.tasks.store import Change, TaskStore
+from aml_mcp.tasks.store import Change, StorageUnavailable, TaskStore
 from aml_mcp.tasks.transitions import Applied, Decide, apply_change
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class TaskContext:
             client_id=task.owner.client_id,
         )
         self._capabilities = types.ClientCapabilities.model_validate(task.client_capabilities)
+        self._progress_skipped = False
 
     @property
     def principal(self) -> Principal:
@@ -95,7 +97,18 @@ class TaskContext:
         def decide(task: TaskRecord) -> Change | None:
             return None if task.status_message == text else Change(status_message=text)
 
-        await self._change(decide, trust_known=True)
+        try:
+            await self._change(decide, trust_known=True)
+        except StorageUnavailable as exc:
+            if not self._progress_skipped:
+                logger.warning(
+                    "progress of task %s… not recorded (%s); the task goes on",
+                    self._job.task.task_id[:8],
+                    exc.cause,
+                )
+            self._progress_skipped = True
+        else:
+            self._progress_skipped = False
 
     async def log(self, level: types.LoggingLevel, data: Any) -> None:
         logger.debug("task %s… logged at %s", self._job.task.task_id[:8], level)
@@ -115,6 +128,7 @@ class TaskContext:
             got = answered(applied.current, requests)
             if len(got) == len(requests):
                 return got
+            self._job.share(None)  # identical tasks following this run must not wait for a human
             async with self._job.slot.lent():
                 with anyio.move_on_after(self._recheck_s):
                     await wake.wait()
