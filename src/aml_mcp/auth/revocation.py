@@ -58,6 +58,9 @@ class RevocationList:
         self._token_ids: set[tuple[str, str]] = set()
         self._subjects: set[tuple[str, str]] = set()
         self._fingerprint: tuple[int, int] | None = None
+        self._threads = anyio.CapacityLimiter(1)
+        """The refresh's own worker thread: a revocation must take effect within `refresh_seconds`
+        even while anonymous or slow work occupies every thread of the shared pool."""
         self.changes: Listeners[[]] = Listeners()
         """Told after a refresh found the list changed, so open listen streams re-check at once."""
 
@@ -79,7 +82,7 @@ class RevocationList:
 
     async def refresh(self) -> None:
         """Re-read the list if it changed since the last read."""
-        fingerprint = await self.database.read(self._fingerprint_of)
+        fingerprint = await self.database.read(self._fingerprint_of, limiter=self._threads)
         if fingerprint == self._fingerprint:
             return
 
@@ -88,7 +91,7 @@ class RevocationList:
                 "SELECT kind, issuer, value FROM auth_revocations"
             ).fetchall()
 
-        fingerprint, rows = await self.database.read(load)
+        fingerprint, rows = await self.database.read(load, limiter=self._threads)
         self._token_ids = {(issuer, value) for kind, issuer, value in rows if kind == "jti"}
         self._subjects = {(issuer, value) for kind, issuer, value in rows if kind == "subject"}
         first_load = self._fingerprint is None

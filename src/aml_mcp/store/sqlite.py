@@ -371,9 +371,13 @@ class SqliteDatabase:
         with self._reader() as conn:
             return operation(conn)
 
-    async def read(self, operation: Operation[T]) -> T:
-        """Run `operation` on a read-only connection in a worker thread."""
-        return await anyio.to_thread.run_sync(self._run_read, operation)
+    async def read(self, operation: Operation[T], *, limiter: anyio.CapacityLimiter | None = None) -> T:
+        """Run `operation` on a read-only connection in a worker thread.
+
+        `limiter` gives a caller its own threads: work that must run on time (the revocation
+        refresh) is then never queued behind whatever fills the shared default pool.
+        """
+        return await anyio.to_thread.run_sync(self._run_read, operation, limiter=limiter)
 
     def read_now(self, operation: Operation[T]) -> T:
         """Run a read on the calling thread, blocking it for as long as the read takes.
