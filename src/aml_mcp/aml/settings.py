@@ -31,6 +31,9 @@ class AmlSettings(BaseModel):
     loaded leaves the demo banks without retrieval figures."""
     search_default_top_k: int = Field(default=10, ge=1, le=50)
     """`top_k` of `search_aml_notes` when the call gives none (its input schema advertises it)."""
+    search_concurrency_per_tenant: int = Field(default=1, ge=1, le=64)
+    """`search_aml_notes` calls one bank runs at once; more wait their turn. Search is CPU work,
+    so this is what keeps one bank's burst of worst-case queries from slowing every other bank."""
     eval_slice_ms: int = Field(default=100, ge=10, le=1000)
     """Longest uninterruptible slice of drafting or grading work in a worker thread: bounds how long a
     cancelled `run_full_eval` or `draft_sar_batch` keeps running."""

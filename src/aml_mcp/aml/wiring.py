@@ -100,6 +100,10 @@ def build_aml(settings: AmlSettings, *, data_dir: Path, database: SqliteDatabase
         )
 
     service = AmlService(
-        store=store, load_embedder=StaticEmbedder.load, casework=casework, evaluator=evaluator
+        store=store,
+        load_embedder=StaticEmbedder.load,
+        casework=casework,
+        evaluator=evaluator,
+        searches_per_tenant=settings.search_concurrency_per_tenant,
     )
     return Aml(catalog=aml_catalog(service, settings), service=service, store=store)

@@ -34,8 +34,11 @@ class AmlService:
         load_embedder: Callable[[], Embedder],
         casework: CaseWork,
         evaluator: Callable[[Callable[[], NoteSearch]], Evaluator],
+        searches_per_tenant: int = 1,
     ) -> None:
         self.store = store
+        self._searches_per_tenant = searches_per_tenant
+        self._tenant_threads: dict[str, anyio.CapacityLimiter] = {}
         self.casework = casework
         self._load_embedder = load_embedder
         self._searcher: NoteSearch | None = None
@@ -70,10 +73,21 @@ class AmlService:
         """Search, then `render` the hits, both in one worker thread.
 
         Rendering fifty hits is Python work of the same order as the search itself; on the event
-        loop it would stall every other request of every tenant for that long.
+        loop it would stall every other request of every tenant for that long. A bank runs at most
+        `searches_per_tenant` searches at once (the rest wait their turn), so one bank's burst of
+        expensive queries takes its share of the CPU, not everyone's.
         """
         if not self.holds_notes(tenant):
             return render([])
         searcher = self.searcher()
         view = self.store.tenant(tenant)
-        return await anyio.to_thread.run_sync(lambda: render(searcher.search(view, request)))
+        threads = self._tenant_threads.get(tenant)
+        if threads is None:
+            threads = self._tenant_threads[tenant] = anyio.CapacityLimiter(self._searches_per_tenant)
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: render(searcher.search(view, request)), limiter=threads
+            )
+        finally:
+            if threads.borrowed_tokens == 0 and threads.statistics().tasks_waiting == 0:
+                self._tenant_threads.pop(tenant, None)  # an idle bank keeps no limiter
