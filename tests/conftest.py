@@ -1,6 +1,41 @@
+"""Fixtures every test package shares."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
 import pytest
+
+from aml_mcp.app import build_app
+from aml_mcp.conformance.fixtures import fixture_catalog
+from tests.support.live_server import LiveServer
+from tests.support.oauth import TestIssuer
+from tests.support.settings import open_settings
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[TestIssuer]:
+    """A token issuer over real HTTP (one per test module: tests rotate its keys and count its requests)."""
+    with TestIssuer() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def core_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The conformance fixture catalog with authentication off and a 64 KiB body limit."""
+    settings = open_settings(tmp_path_factory.mktemp("core"), max_body_bytes=64 * 1024)
+    with LiveServer(build_app(settings, catalog=fixture_catalog())) as live:
+        yield live
+
+
+@pytest.fixture
+def core(core_server: LiveServer) -> Iterator[httpx.Client]:
+    """A client of `core_server`."""
+    with httpx.Client(base_url=core_server.url, timeout=10) as http:
+        yield http

@@ -29,8 +29,8 @@ from mcp.shared.auth import (
 )
 from pydantic import AnyUrl
 
-from tests.auth.conftest import scoped_catalog
 from tests.support.oauth import SecuredServer, approve_async, secured_server
+from tests.support.scoped_catalog import scoped_catalog
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"
 

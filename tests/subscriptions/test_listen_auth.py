@@ -55,12 +55,6 @@ def _catalog() -> Catalog:
 
 
 @pytest.fixture(scope="module")
-def issuer() -> Iterator[TestIssuer]:
-    with TestIssuer() as test_issuer:
-        yield test_issuer
-
-
-@pytest.fixture(scope="module")
 def server(issuer: TestIssuer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredServer]:
     with secured_server(tmp_path_factory.mktemp("listen-auth"), _catalog(), issuer=issuer) as running:
         yield running

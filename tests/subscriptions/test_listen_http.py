@@ -166,6 +166,53 @@ def test_resource_filter_keeps_only_uris_this_server_has(client: httpx.Client, s
         listen_handler(server).close_all()
 
 
+def test_listen_acknowledges_first_and_delivers_only_what_was_asked(
+    client: httpx.Client, server: LiveServer
+) -> None:
+    listen = message(
+        "subscriptions/listen", {"notifications": {"toolsListChanged": True}}, request_id="sub-1"
+    )
+    with (
+        httpx.Client(base_url=server.url, timeout=10) as other,
+        client.stream("POST", "/mcp", content=json.dumps(listen), headers=headers_for(listen)) as stream,
+    ):
+        lines = stream.iter_lines()
+        frames: list[dict[str, object]] = []
+        for line in lines:
+            if line.startswith("data:"):
+                frames.append(json.loads(line[5:]))
+                break
+        trigger = message("tools/call", {"name": "test_trigger_tool_change", "arguments": {}}, request_id=2)
+        assert post(other, trigger).status_code == 200
+        for line in lines:
+            if line.startswith("data:"):
+                frames.append(json.loads(line[5:]))
+                break
+    ack, changed = frames
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"] == {  # type: ignore[comparison-overlap]
+        "notifications": {"toolsListChanged": True},
+        "_meta": {"io.modelcontextprotocol/subscriptionId": "sub-1"},
+    }
+    assert changed["method"] == "notifications/tools/list_changed"
+    assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub-1"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "notifications",
+    [
+        ["toolsListChanged"],
+        {"toolsListChanged": True, "madeUp": True},
+        {"toolsListChanged": "yes"},
+        {"resourceSubscriptions": "x"},
+    ],
+)
+def test_listen_refuses_malformed_filters(client: httpx.Client, notifications: object) -> None:
+    listen = message("subscriptions/listen", {"notifications": notifications}, request_id=4)
+    response = post(client, listen)
+    assert response.json()["error"]["code"] == -32602
+
+
 def create_task(client: httpx.Client, seconds: float) -> str:
     body = message(
         "tools/call", {"name": "slow_compute", "arguments": {"seconds": seconds}}, capabilities=WITH_TASKS

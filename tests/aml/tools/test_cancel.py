@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from aml_mcp.aml.demo.corpus import DemoNote
-from tests.aml_tools import slow_drafter
-from tests.aml_tools.conftest import A, AmlClient, B, aml_server, cases_of
+from tests.aml.tools import slow_drafter
+from tests.aml.tools.conftest import A, AmlClient, B, aml_server, cases_of
 from tests.support.oauth import TestIssuer
 
 PROGRESS = re.compile(r"^drafted (\d+)/(\d+) cases$")

@@ -22,8 +22,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from tests.auth.conftest import scoped_catalog
 from tests.support.oauth import SecuredServer, approve, secured_server
+from tests.support.scoped_catalog import scoped_catalog
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never contacted: the test reads the redirect itself
 

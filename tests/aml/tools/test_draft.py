@@ -10,7 +10,7 @@ import pytest
 
 from aml_mcp.aml.demo.corpus import DemoNote
 from aml_mcp.aml.notes import CaseNote
-from tests.aml_tools.conftest import (
+from tests.aml.tools.conftest import (
     TASKS_ONLY,
     A,
     AmlClient,

@@ -16,8 +16,8 @@ import pytest
 
 from aml_mcp.cli import main as cli_main
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, service_client_secret
-from tests.auth.conftest import scoped_catalog
 from tests.support.oauth import SecuredServer, approve, consent_form, secured_server
+from tests.support.scoped_catalog import scoped_catalog
 
 REDIRECT = "http://127.0.0.1:9/callback"
 

@@ -18,8 +18,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from aml_mcp.cli import main as cli_main
-from tests.auth.conftest import SCOPED_TOOLS, scoped_catalog
 from tests.support.oauth import SecuredServer, TestIssuer, secured_server
+from tests.support.scoped_catalog import SCOPED_TOOLS, scoped_catalog
 
 METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 

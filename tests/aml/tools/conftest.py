@@ -45,12 +45,6 @@ def cases_of(notes: list[DemoNote]) -> dict[str, list[CaseNote]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def issuer() -> Iterator[TestIssuer]:
-    with TestIssuer() as running:
-        yield running
-
-
 @contextlib.contextmanager
 def aml_server(data_dir: Path, issuer: TestIssuer, **aml: Any) -> Iterator[AmlClient]:
     """The default catalog (the AML tools) on a demo-loaded data directory, auth on."""
