@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from aml_mcp.cli import main as cli_main
 from tests.support.oauth import SecuredServer, TestIssuer, secured_server
 from tests.support.scoped_catalog import SCOPED_TOOLS, scoped_catalog
+from tests.support.waiting import eventually
 
 METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 
@@ -252,12 +253,13 @@ def test_an_unscoped_tool_needs_only_authentication(server: SecuredServer) -> No
 
 def _refused_within(server: SecuredServer, token: str, seconds: float = 5.0) -> httpx.Response:
     """`aml-mcp revoke` writes the store; the running server re-reads the list every 0.2 s here."""
-    deadline = time.monotonic() + seconds
-    while True:
-        response = server.post("tools/list", token=token)
-        if response.status_code != 200 or time.monotonic() > deadline:
-            return response
-        time.sleep(0.05)
+    return eventually(
+        lambda: server.post("tools/list", token=token),
+        until=lambda response: response.status_code != 200,
+        timeout=seconds,
+        interval=0.05,
+        what="the revocation to reach the server",
+    )
 
 
 def _jti(token: str) -> str:
@@ -287,10 +289,11 @@ def test_revoked_subject_is_refused_until_lifted(server: SecuredServer, issuer: 
     assert server.post("tools/list", token=server.mint(subject="mallory")).status_code == 401
     assert server.post("tools/list", token=server.mint(subject="trent")).status_code == 200
     assert cli_main([*revoke, "--lift"]) == 0
-    deadline = time.monotonic() + 5
-    while server.post("tools/list", token=token).status_code != 200:
-        assert time.monotonic() < deadline, "lifting the revocation did not reach the server"
-        time.sleep(0.05)
+    assert eventually(
+        lambda: server.post("tools/list", token=token).status_code == 200,
+        interval=0.05,
+        what="lifting the revocation to reach the server",
+    )
 
 
 def test_key_rotation_is_followed_and_unknown_kids_do_not_flood_the_issuer(

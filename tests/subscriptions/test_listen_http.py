@@ -24,6 +24,7 @@ from tests.support.mcp_http import TASKS_EXTENSION, headers_for, message, post
 from tests.support.settings import open_settings
 from tests.support.sse import SseReader
 from tests.support.subprocess_server import ServerProcess
+from tests.support.waiting import eventually
 
 SUB_ID = "io.modelcontextprotocol/subscriptionId"
 WITH_TASKS = {"extensions": {TASKS_EXTENSION: {}}}
@@ -69,14 +70,6 @@ def listening(
         assert response.headers["content-type"].startswith("text/event-stream")
         assert "mcp-session-id" not in response.headers
         yield SseReader(response)
-
-
-def wait_until(condition: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("request_id", ["sub-1", 42, 0, 2**53 - 1, "42"])
@@ -266,7 +259,7 @@ def _open_then_drop(server: LiveServer) -> None:
         raw.sendall(head.encode() + b"\r\n" + body)
         assert b"notifications/subscriptions/acknowledged" in _read_until(raw, b"acknowledged")
         assert handler.open_streams == before + 1
-    wait_until(lambda: handler.open_streams == before)
+    eventually(lambda: handler.open_streams == before, interval=0.02, what="the dropped stream to be freed")
 
 
 def _read_until(raw: socket.socket, marker: bytes) -> bytes:

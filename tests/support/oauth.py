@@ -58,7 +58,8 @@ from aml_mcp.devauth.minting import MintedToken
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import token_minter
 from tests.support.live_server import LiveServer
-from tests.support.mcp_http import headers_for, message
+from tests.support.mcp_http import message, post
+from tests.support.waiting import eventually
 
 _KEY_FACTORIES: dict[str, Callable[[], Any]] = {
     "RS256": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
@@ -289,12 +290,9 @@ class SecuredServer:
         capabilities: Mapping[str, Any] | None = None,
         **header_overrides: str | None,
     ) -> httpx.Response:
-        """One MCP request over HTTP, with `Authorization: Bearer <token>` when a token is given."""
+        """One MCP request, with `Authorization: Bearer <token>` when a token is given."""
         body = message(method, params, request_id=request_id, capabilities=capabilities)
-        headers = headers_for(body, **header_overrides)
-        if token is not None:
-            headers["authorization"] = f"Bearer {token}"
-        return self.http.post(path, content=json.dumps(body), headers=headers)
+        return post(self.http, body, token=token, path=path, **header_overrides)
 
     def dev_token(
         self,
@@ -399,14 +397,12 @@ def audit_mark(data_dir: Path) -> int:
 
 def wait_for_audit(data_dir: Path, *, since: int = 0, timeout: float = 5.0, **match: Any) -> dict[str, Any]:
     """The newest audit row matching `match`, waiting for the group commit that writes it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = audit_events(data_dir, since=since, **match)
-        if found:
-            return found[-1]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no audit event matching {match}; have {audit_events(data_dir)[-5:]}")
-        time.sleep(0.01)
+    found = eventually(
+        lambda: audit_events(data_dir, since=since, **match),
+        timeout=timeout,
+        what=f"an audit event matching {match}",
+    )
+    return found[-1]
 
 
 class _FormFields(HTMLParser):

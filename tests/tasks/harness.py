@@ -22,6 +22,7 @@ from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import TaskService
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
+from tests.support.waiting import eventually_async
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 ANY_ARGS: dict[str, Any] = {"type": "object"}
@@ -139,13 +140,14 @@ class Harness:
     async def wait_for(
         self, task: TaskRecord, predicate: Callable[[TaskRecord], bool], within: float = 5.0
     ) -> TaskRecord:
-        with anyio.fail_after(within):
-            while True:
-                current = await self.service.get(task.task_id, task.owner)
-                assert current is not None
-                if predicate(current):
-                    return current
-                await anyio.sleep(0.01)
+        current = await eventually_async(
+            lambda: self.service.get(task.task_id, task.owner),
+            until=lambda found: found is None or predicate(found),
+            within=within,
+            what=f"task {task.task_id[:8]} to reach the state awaited",
+        )
+        assert current is not None
+        return current
 
     async def settled(self, task: TaskRecord, within: float = 5.0) -> TaskRecord:
         return await self.wait_for(task, lambda t: t.terminal, within)

@@ -19,9 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.mcp_http import headers_for, message
+from tests.support.mcp_http import create, get, headers_for, message, wait_for
 from tests.support.subprocess_server import ServerProcess
-from tests.tasks.wire_client import create, get, wait_for
 
 FAST_RECOVERY = {
     "AML_MCP_TASKS__LEASE_MS": "1000",

@@ -20,9 +20,8 @@ from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.tasks.settings import TaskSettings
 from tests.support.live_server import LiveServer
-from tests.support.mcp_http import TASKS_EXTENSION, headers_for, message, post
-from tests.support.oauth import audit_events, audit_mark
-from tests.tasks.wire_client import (
+from tests.support.mcp_http import (
+    TASKS_EXTENSION,
     WITH_TASKS,
     WITHOUT_TASKS,
     accept,
@@ -30,10 +29,15 @@ from tests.tasks.wire_client import (
     cancel,
     create,
     get,
+    headers_for,
+    message,
+    post,
     task_request,
     update,
     wait_for,
 )
+from tests.support.oauth import audit_events, audit_mark
+from tests.support.waiting import eventually
 
 FLAT_FIELDS = {"resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
 TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
@@ -280,13 +284,14 @@ def test_every_decision_is_audited_with_a_short_task_prefix(server: LiveServer, 
         ("tasks/cancel", "deny", "routing_mismatch"),
         ("tasks/get", "deny", "not_found"),
     }
-    deadline = time.monotonic() + 5
-    while True:
+
+    def decisions() -> tuple[list[dict[str, Any]], set[tuple[str, str, str]]]:
         trail = audit_events(data_dir, since=mark)
-        seen = {(e["method"], e["decision"], e["reason"]) for e in trail}
-        if expected <= seen or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
+        return trail, {(e["method"], e["decision"], e["reason"]) for e in trail}
+
+    trail, seen = eventually(
+        decisions, until=lambda found: expected <= found[1], timeout=5, what="every decision audited"
+    )
     assert expected <= seen
     flat = json.dumps(trail)
     assert "do-not-log-this-argument" not in flat and task_id not in flat

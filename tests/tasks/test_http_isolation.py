@@ -12,7 +12,6 @@ import http.client
 import itertools
 import json
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,9 +25,9 @@ import pytest
 from aml_mcp.catalog import Catalog, ToolRegistry
 from aml_mcp.catalog.invocation import InvocationContext, elicit_form, request_input
 from aml_mcp.catalog.tools import Execution, ToolSpec
-from tests.support.mcp_http import headers_for, message
+from tests.support.mcp_http import WITH_TASKS, accept, headers_for, message
 from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server
-from tests.tasks.wire_client import WITH_TASKS, accept
+from tests.support.waiting import eventually
 
 SCOPE = "aml:draft"
 _lean = threading.local()
@@ -137,15 +136,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 def _state(world: World, caller: Caller) -> dict[str, Any]:
     task_id = world.tasks[caller.label]
-    for _ in range(200):
+
+    def poll() -> dict[str, Any]:
         response = world.send(caller.token, "tasks/get", {"taskId": task_id})
         assert response.status_code == 200, response.text
         result: dict[str, Any] = response.json()["result"]
-        if result["status"] == "input_required":
-            result.pop("_meta", None)
-            return result
-        time.sleep(0.01)
-    raise AssertionError("task never asked for input")
+        return result
+
+    result = eventually(
+        poll, until=lambda r: r["status"] == "input_required", what="the task to ask for input"
+    )
+    result.pop("_meta", None)
+    return result
 
 
 def test_every_foreign_request_is_refused_like_an_unknown_id_and_changes_nothing(world: World) -> None:
@@ -221,9 +223,9 @@ def test_the_owner_can_answer_and_complete(world: World) -> None:
         owner.token, "tasks/update", {"taskId": task_id, "inputResponses": {"go": accept(go=True)}}
     )
     assert answered.status_code == 200
-    for _ in range(300):
-        state = world.send(owner.token, "tasks/get", {"taskId": task_id}).json()["result"]
-        if state["status"] == "completed":
-            break
-        time.sleep(0.01)
+    state = eventually(
+        lambda: world.send(owner.token, "tasks/get", {"taskId": task_id}).json()["result"],
+        until=lambda s: s["status"] == "completed",
+        what="the owner's task to complete",
+    )
     assert state["status"] == "completed"

@@ -15,8 +15,9 @@ import pytest
 
 from aml_mcp.aml.demo.corpus import DemoNote
 from tests.aml.tools import slow_drafter
-from tests.aml.tools.conftest import A, AmlClient, B, aml_server, cases_of
+from tests.aml.tools.aml_client import A, AmlClient, B, aml_server, cases_of
 from tests.support.oauth import TestIssuer
+from tests.support.waiting import eventually
 
 PROGRESS = re.compile(r"^drafted (\d+)/(\d+) cases$")
 
@@ -30,14 +31,16 @@ def aml(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer) -> Iterato
 
 def _cancel_mid_run(aml: AmlClient, task_id: str, *, tenant: str, scope: str) -> dict[str, Any]:
     """Wait until some but not all cases are drafted, cancel, and time how long the body takes to stop."""
-    deadline = time.monotonic() + 20
-    while True:
+
+    def mid_run() -> bool:
         state = aml.get(task_id, tenant=tenant, scope=scope)
         progress = PROGRESS.match(state.get("statusMessage") or "")
         if progress and 0 < int(progress.group(1)) < int(progress.group(2)):
-            break
-        assert state["status"] == "working" and time.monotonic() < deadline, state
-        time.sleep(0.01)
+            return True
+        assert state["status"] == "working", state
+        return False
+
+    eventually(mid_run, timeout=20, what="the run to be part-way through")
     cancel_sent = time.monotonic()
     assert aml.task("tasks/cancel", task_id, tenant=tenant, scope=scope).status_code == 200
     stopped = aml.wait_for(task_id, "cancelled", "completed", tenant=tenant, scope=scope, within=5)

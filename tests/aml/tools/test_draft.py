@@ -10,15 +10,8 @@ import pytest
 
 from aml_mcp.aml.demo.corpus import DemoNote
 from aml_mcp.aml.notes import CaseNote
-from tests.aml.tools.conftest import (
-    TASKS_ONLY,
-    A,
-    AmlClient,
-    B,
-    aml_server,
-    assert_matches_output_schema,
-    cases_of,
-)
+from tests.aml.tools.aml_client import A, AmlClient, B, aml_server, assert_matches_output_schema, cases_of
+from tests.support.mcp_http import TASKS_ONLY
 from tests.support.oauth import TestIssuer
 
 DRAFT = "aml:draft"

@@ -12,7 +12,7 @@ import pytest
 from aml_mcp.aml.demo.corpus import DemoNote
 from aml_mcp.aml.sar.checks import CHECKS
 from aml_mcp.cli import main as cli_main
-from tests.aml.tools.conftest import A, AmlClient, C, aml_server, assert_matches_output_schema, cases_of
+from tests.aml.tools.aml_client import A, AmlClient, C, aml_server, assert_matches_output_schema, cases_of
 from tests.support.oauth import TestIssuer
 
 EVAL = "aml:eval"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from aml_mcp.aml.demo.corpus import DemoNote
-from tests.aml.tools.conftest import A, AmlClient, B, C, aml_server, assert_matches_output_schema
+from tests.aml.tools.aml_client import A, AmlClient, B, C, aml_server, assert_matches_output_schema
 from tests.support.oauth import TestIssuer
 
 
