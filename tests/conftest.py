@@ -9,6 +9,7 @@ import pytest
 
 from aml_mcp.app import build_app
 from aml_mcp.conformance.fixtures import fixture_catalog
+from tests.support.asgi import InProcessServer
 from tests.support.live_server import LiveServer
 from tests.support.oauth import TestIssuer
 from tests.support.settings import open_settings
@@ -27,15 +28,27 @@ def issuer() -> Iterator[TestIssuer]:
 
 
 @pytest.fixture(scope="module")
-def core_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """The conformance fixture catalog with authentication off and a 64 KiB body limit."""
+def core_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
+    """The conformance fixture catalog with authentication off and a 64 KiB body limit, in-process."""
     settings = open_settings(tmp_path_factory.mktemp("core"), max_body_bytes=64 * 1024)
-    with LiveServer(build_app(settings, catalog=fixture_catalog())) as live:
-        yield live
+    with InProcessServer(build_app(settings, catalog=fixture_catalog())) as served:
+        yield served
 
 
 @pytest.fixture
-def core(core_server: LiveServer) -> Iterator[httpx.Client]:
+def core(core_server: InProcessServer) -> Iterator[httpx.Client]:
     """A client of `core_server`."""
-    with httpx.Client(base_url=core_server.url, timeout=10) as http:
+    with core_server.client(timeout=10) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def core_tcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A client of the same server over a real socket (uvicorn on 127.0.0.1), for what only a real
+    HTTP parser, real framing or a real stream shows."""
+    settings = open_settings(tmp_path_factory.mktemp("core-tcp"), max_body_bytes=64 * 1024)
+    with (
+        LiveServer(build_app(settings, catalog=fixture_catalog())) as live,
+        httpx.Client(base_url=live.url, timeout=10) as http,
+    ):
         yield http

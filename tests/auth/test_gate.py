@@ -1,4 +1,4 @@
-"""The bearer gate over real HTTP: every way a token can be wrong, each refused with the right
+"""The bearer gate over HTTP (in-process): every way a token can be wrong, each refused with the right
 status, `WWW-Authenticate` challenge and audit record (real signed JWTs, a real JWKS over HTTP)."""
 
 from __future__ import annotations
@@ -311,8 +311,8 @@ def test_key_rotation_is_followed_and_unknown_kids_do_not_flood_the_issuer(
 def test_two_authorization_headers_are_refused(server: SecuredServer) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
     token = server.mint()
-    response = httpx.post(
-        server.url + "/mcp",
+    response = server.http.post(
+        "/mcp",
         content=body,
         headers=[
             ("content-type", "application/json"),

@@ -37,7 +37,8 @@ def test_tool_name_header_must_match(core: httpx.Client, name_header: str | None
     assert response.json()["error"]["code"] == -32020
 
 
-def test_header_names_are_case_insensitive(core: httpx.Client) -> None:
+def test_header_names_are_case_insensitive(core_tcp: httpx.Client) -> None:
+    """Real socket: header names reach the app as the HTTP parser normalises them off the wire."""
     # (Whitespace around values is covered by the conformance suite: h11 will not send it.)
     body = message("tools/call", {"name": "greet", "arguments": {"name": "x"}})
     headers = headers_for(body)
@@ -45,7 +46,7 @@ def test_header_names_are_case_insensitive(core: httpx.Client) -> None:
     headers.pop("mcp-method")
     headers["MCP-NAME"] = "greet"
     headers["Mcp-METHOD"] = "tools/call"
-    response = core.post("/mcp", content=json.dumps(body), headers=headers)
+    response = core_tcp.post("/mcp", content=json.dumps(body), headers=headers)
     assert response.status_code == 200 and "result" in response.json()
 
 
@@ -101,14 +102,16 @@ def test_oversize_body_is_413_with_a_jsonrpc_error(core: httpx.Client) -> None:
     assert response.json()["error"]["code"] == -32600 and response.json()["jsonrpc"] == "2.0"
 
 
-def test_oversize_chunked_body_is_413_too(core: httpx.Client) -> None:
+def test_oversize_chunked_body_is_413_too(core_tcp: httpx.Client) -> None:
+    """Real socket: a chunked body has no Content-Length, so only the bytes read off the wire count."""
+
     def chunks() -> Iterator[bytes]:
         yield b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"'
         for _ in range(100):
             yield b"x" * 1024
         yield b'"}}'
 
-    response = core.post("/mcp", content=chunks(), headers=headers_for({"method": "tools/list"}))
+    response = core_tcp.post("/mcp", content=chunks(), headers=headers_for({"method": "tools/list"}))
     assert response.status_code == 413
 
 
@@ -118,9 +121,10 @@ def test_only_post_is_served_at_this_revision(core: httpx.Client, verb: str) -> 
     assert response.status_code == 405 and response.headers["allow"] == "POST"
 
 
-def test_progress_streams_over_sse_before_the_result(core: httpx.Client) -> None:
+def test_progress_streams_over_sse_before_the_result(core_tcp: httpx.Client) -> None:
+    """Real socket: the SSE frames arrive as uvicorn streams them, not as one buffered body."""
     body = message("tools/call", {"name": "test_tool_with_progress", "arguments": {}}, progressToken="p-1")
-    with core.stream("POST", "/mcp", content=json.dumps(body), headers=headers_for(body)) as response:
+    with core_tcp.stream("POST", "/mcp", content=json.dumps(body), headers=headers_for(body)) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         frames = list(sse_messages(response))
     progress = [f["params"]["progress"] for f in frames if f.get("method") == "notifications/progress"]

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from tests.support.live_server import LiveServer
+from tests.support.asgi import InProcessServer
 from tests.support.mcp_http import headers_for, message
 
 
@@ -30,7 +30,7 @@ def test_disallowed_host_or_origin_is_refused(
     assert health.status_code == status
 
 
-def test_loopback_origin_with_any_port_is_accepted(core: httpx.Client, core_server: LiveServer) -> None:
+def test_loopback_origin_with_any_port_is_accepted(core: httpx.Client, core_server: InProcessServer) -> None:
     body = message("server/discover")
     for origin in (f"http://localhost:{core_server.port}", "http://127.0.0.1:1234"):
         response = core.post(

@@ -1,7 +1,9 @@
 """Listen streams under real tokens: closed at expiry and on revocation, never crossing identities.
 
 Every stream is re-authorized before each event and whenever access changes; what closes it is
-reported in the graceful result's `_meta["aml-mcp/closeReason"]`.
+reported in the graceful result's `_meta["aml-mcp/closeReason"]`. The server runs on a real socket
+(uvicorn on 127.0.0.1): a stream stays open while the test acts on it, which an in-process exchange
+(complete responses only) cannot show. The few plain refusals here share that server.
 """
 
 from __future__ import annotations
@@ -56,7 +58,9 @@ def _catalog() -> Catalog:
 
 @pytest.fixture(scope="module")
 def server(issuer: TestIssuer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredServer]:
-    with secured_server(tmp_path_factory.mktemp("listen-auth"), _catalog(), issuer=issuer) as running:
+    with secured_server(
+        tmp_path_factory.mktemp("listen-auth"), _catalog(), issuer=issuer, real_socket=True
+    ) as running:
         yield running
 
 

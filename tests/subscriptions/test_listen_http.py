@@ -1,7 +1,10 @@
 """subscriptions/listen over real HTTP and SSE: ordering, ids, filters, task notifications, closing.
 
-The credential-driven closes (expiry, revocation, lost scope) and cross-identity delivery need real
-tokens; they live in `test_listen_auth.py`.
+A listen stream stays open until the server ends it, so these tests need a real socket (uvicorn on
+127.0.0.1, or the real `aml-mcp` process for SIGTERM): an in-process exchange only returns a
+response once it is complete. Requests that are refused with a plain JSON answer use the
+in-process `core` server instead. The credential-driven closes (expiry, revocation, lost scope) and
+cross-identity delivery need real tokens; they live in `test_listen_auth.py`.
 """
 
 from __future__ import annotations
@@ -132,18 +135,18 @@ def test_nothing_unrequested_is_delivered(client: httpx.Client, server: LiveServ
         {"taskIds": [""]},
     ],
 )
-def test_forged_and_malformed_filters_are_invalid_params(client: httpx.Client, notifications: Any) -> None:
+def test_forged_and_malformed_filters_are_invalid_params(core: httpx.Client, notifications: Any) -> None:
     body = message(
         "subscriptions/listen", {"notifications": notifications}, request_id=5, capabilities=WITH_TASKS
     )
-    response = post(client, body)
+    response = post(core, body)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32602 and response.json()["id"] == 5
 
 
-def test_task_filter_without_the_tasks_extension_is_32021(client: httpx.Client) -> None:
+def test_task_filter_without_the_tasks_extension_is_32021(core: httpx.Client) -> None:
     body = message("subscriptions/listen", {"notifications": {"taskIds": ["x"]}}, request_id=6)
-    response = post(client, body)
+    response = post(core, body)
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == -32021
@@ -200,9 +203,9 @@ def test_listen_acknowledges_first_and_delivers_only_what_was_asked(
         {"resourceSubscriptions": "x"},
     ],
 )
-def test_listen_refuses_malformed_filters(client: httpx.Client, notifications: object) -> None:
+def test_listen_refuses_malformed_filters(core: httpx.Client, notifications: object) -> None:
     listen = message("subscriptions/listen", {"notifications": notifications}, request_id=4)
-    response = post(client, listen)
+    response = post(core, listen)
     assert response.json()["error"]["code"] == -32602
 
 

@@ -1,15 +1,18 @@
-"""Real servers with real token issuers, for HTTP tests that need authentication (reusable everywhere).
+"""Servers with authentication on and real token issuers, for tests that need tokens (reusable everywhere).
 
-Three pieces, all on 127.0.0.1 with random ports, no network beyond loopback:
+Three pieces, no network beyond loopback:
 
-- `TestIssuer` — an OAuth issuer over real HTTP: RFC 8414 metadata at
+- `TestIssuer` — an OAuth issuer over real HTTP on 127.0.0.1 (a random port): RFC 8414 metadata at
   `/.well-known/oauth-authorization-server` and a JWKS at `/jwks.json`. It mints RFC 9068 access
   tokens with keys it holds (`mint(...)`), can add and rotate keys, and counts JWKS fetches. Use it
-  to test what the resource server accepts: any claim can be overridden or removed.
+  to test what the resource server accepts: any claim can be overridden or removed. It needs a real
+  socket because the server under test fetches its metadata, keys and introspection answers with
+  its own HTTP client.
 - `secured_server(...)` — `build_app` with authentication on, trusting a `TestIssuer` (and/or the
-  embedded development authorization server), served by `LiveServer`. The server's resource URL
-  (the audience tokens must carry) is known before the app is built, because the port is reserved
-  first. Yields a `SecuredServer` with helpers to post MCP requests and read the audit trail.
+  embedded development authorization server), served in-process (`InProcessServer`), or by
+  `LiveServer` on a real socket with `real_socket=True` (SSE streams, real MCP clients). The
+  server's resource URL (the audience tokens must carry) is known before the app is built. Yields a
+  `SecuredServer` with helpers to post MCP requests and read the audit trail.
 - `audit_events(...)` / `wait_for_audit(...)` — read the audit rows the server wrote (they join the
   store's next group commit, so wait for them rather than reading once).
 
@@ -22,7 +25,8 @@ Typical use::
 
 For the interactive step of the authorization code flow against the development authorization
 server, `approve(...)` / `approve_async(...)` play the browser: they load the login/consent page,
-sign in as a demo user, approve (or deny) and return the redirect the browser would have followed.
+sign in as a demo user, approve (or deny) and return the redirect the browser would have followed
+(pass `browser=server.client()` when the server is in-process).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.devauth.minting import MintedToken
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import token_minter
+from tests.support.asgi import DEFAULT_PORT, InProcessServer
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import message, post
 from tests.support.waiting import eventually
@@ -255,14 +260,24 @@ class _Deferred:
 class SecuredServer:
     """A running server with authentication on."""
 
-    live: LiveServer
+    served: InProcessServer | LiveServer
     settings: Settings
     issuer: TestIssuer | None
     http: httpx.Client = field(repr=False)
 
     @property
     def url(self) -> str:
-        return self.live.url
+        return self.served.url
+
+    @property
+    def port(self) -> int:
+        return self.served.port
+
+    def client(self) -> httpx.Client:
+        """A new client of this server with cookies of its own (e.g. a browser tab for `approve`)."""
+        if isinstance(self.served, InProcessServer):
+            return self.served.client(timeout=15)
+        return httpx.Client(base_url=self.url, timeout=15)
 
     @property
     def resource(self) -> str:
@@ -351,22 +366,31 @@ def secured_server(
     issuer: TestIssuer | None = None,
     dev: bool = False,
     auth: AuthSettings | None = None,
+    real_socket: bool = False,
     **settings_overrides: Any,
 ) -> Iterator[SecuredServer]:
-    """Serve `catalog` with authentication on, trusting `issuer` and/or the dev server, on 127.0.0.1."""
+    """Serve `catalog` with authentication on, trusting `issuer` and/or the dev server.
+
+    In-process unless `real_socket`, which serves it with uvicorn on 127.0.0.1 (a random port).
+    """
     shim = _Deferred()
-    live = LiveServer(shim)  # type: ignore[arg-type]
+    live = LiveServer(shim) if real_socket else None  # type: ignore[arg-type]
     settings = Settings(
         host="127.0.0.1",
-        port=live.port,
+        port=live.port if live is not None else DEFAULT_PORT,
         data_dir=data_dir,
         auth=auth or auth_settings([issuer] if issuer else [], dev=dev),
         log_level="warning",
         **settings_overrides,
     )
-    shim.target = build_app(settings, catalog=catalog)
+    app = build_app(settings, catalog=catalog)
+    if live is None:
+        with InProcessServer(app, port=settings.port) as served, served.client() as http:
+            yield SecuredServer(served=served, settings=settings, issuer=issuer, http=http)
+        return
+    shim.target = app
     with live, httpx.Client(base_url=live.url, timeout=15) as http:
-        yield SecuredServer(live=live, settings=settings, issuer=issuer, http=http)
+        yield SecuredServer(served=live, settings=settings, issuer=issuer, http=http)
 
 
 def audit_events(data_dir: Path, *, since: int = 0, **match: Any) -> list[dict[str, Any]]:
@@ -433,10 +457,18 @@ def consent_form(html: str, username: str, password: str | None, decision: str) 
 
 
 def approve(
-    authorization_url: str, username: str, *, password: str | None = None, decision: str = "approve"
+    authorization_url: str,
+    username: str,
+    *,
+    password: str | None = None,
+    decision: str = "approve",
+    browser: httpx.Client | None = None,
 ) -> str:
-    """Log in on the development authorization server and consent; returns the redirect `Location`."""
-    with httpx.Client(timeout=15, follow_redirects=False) as browser:
+    """Log in on the development authorization server and consent; returns the redirect `Location`.
+
+    `browser` is the client to do it with (closed afterwards): by default a new one over real HTTP.
+    """
+    with browser or httpx.Client(timeout=15, follow_redirects=False) as browser:
         page = browser.get(authorization_url)
         page.raise_for_status()
         answer = browser.post(authorization_url, data=consent_form(page.text, username, password, decision))

@@ -47,7 +47,7 @@ def aml_server(data_dir: Path, issuer: TestIssuer, **aml: Any) -> Iterator[AmlCl
 
 
 class AmlClient:
-    """Calls the AML tools as a given caller (tenant, subject, client, scopes), over real HTTP."""
+    """Calls the AML tools as a given caller (tenant, subject, client, scopes)."""
 
     def __init__(self, server: SecuredServer) -> None:
         self.server = server

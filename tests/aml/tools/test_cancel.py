@@ -1,4 +1,4 @@
-"""Both long tools report progress and stop within a second of `tasks/cancel`, mid-run, over real HTTP.
+"""Both long tools report progress and stop within a second of `tasks/cancel`, mid-run (in-process).
 
 The server drafts with `SlowDrafter` (plugged in through `aml.drafter`, 40 ms per case), so a run
 lasts a couple of seconds: long enough to cancel half-way, and to see that drafting really stops.

@@ -1,4 +1,4 @@
-"""`draft_sar_batch` as a task over real HTTP: drafts, analyst questions, not-found cases, isolation."""
+"""`draft_sar_batch` as a task (in-process HTTP): drafts, analyst questions, not-found cases, isolation."""
 
 from __future__ import annotations
 

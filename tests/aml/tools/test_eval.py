@@ -1,4 +1,4 @@
-"""`run_full_eval` as a task over real HTTP: check pass rate, retrieval metrics, baselines, foreign ids."""
+"""`run_full_eval` as a task (in-process HTTP): check pass rate, retrieval metrics, baselines, foreign ids."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`search_aml_notes` over real HTTP with real tokens: results, filters, errors, scopes, isolation."""
+"""`search_aml_notes` over HTTP (in-process) with real tokens: results, filters, errors, scopes, isolation."""
 
 from __future__ import annotations
 
