@@ -116,6 +116,7 @@ def test_listen_needs_a_token(server: SecuredServer) -> None:
     assert response.headers["www-authenticate"].startswith("Bearer ")
 
 
+@pytest.mark.slow
 def test_stream_closes_when_the_token_expires_even_with_no_events(server: SecuredServer) -> None:
     token = server.mint(subject="exp", scope="aml:eval", ttl=2)
     started = time.monotonic()
@@ -173,6 +174,7 @@ OWNERS = {
 }
 
 
+@pytest.mark.slow
 def test_no_cross_identity_delivery_even_for_the_same_task_id(server: SecuredServer) -> None:
     tokens = {name: server.mint(scope="aml:eval", **fields) for name, fields in OWNERS.items()}
     task_id = create_task(server, tokens["owner"], seconds=1.0)

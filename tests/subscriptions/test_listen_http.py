@@ -304,6 +304,7 @@ def test_resume_attempts_are_ignored_and_start_a_fresh_stream(
         assert [m.get("method") for m in again.rest()] == [None]  # no replay of the earlier change
 
 
+@pytest.mark.slow
 def test_sigterm_ends_open_streams_gracefully_and_the_process_exits(tmp_path: Any) -> None:
     with ServerProcess(["conformance-server", "--data-dir", str(tmp_path)]) as proc:
         with (

@@ -1,59 +1,79 @@
-"""The real `aml-mcp` command in a child process, for tests about signals, crashes and restarts."""
+"""The real `aml-mcp` command in a child process, for tests about signals, crashes and restarts.
+
+The child binds port 0 itself, so no other process can take the port between choosing and binding
+it; its actual port is read from the child's listening socket (`conformance-server` logs at
+warning level, so uvicorn's "running on" line is not printed to read it from).
+"""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
+import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from types import TracebackType
 
 import httpx
+import psutil
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support.waiting import eventually
 
 
 class ServerProcess:
-    """Runs `aml-mcp <args>` (the same entry point users run) until stopped; `url` is the base URL."""
+    """Runs `aml-mcp <args> --port 0` (the same entry point users run) until stopped.
 
-    def __init__(
-        self, args: Sequence[str], *, port: int | None = None, env: dict[str, str] | None = None
-    ) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.args = [sys.executable, "-m", "aml_mcp", *args, "--port", str(self.port)]
+    `port` and `url` are known once `start()` has seen the child listening.
+    """
+
+    def __init__(self, args: Sequence[str], *, env: dict[str, str] | None = None) -> None:
+        self.args = [sys.executable, "-m", "aml_mcp", *args, "--port", "0"]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path: Path | None = None
+        self.port = 0
+        # A file, not a pipe: a chatty child never blocks on it. Closed once the child has ended.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
+
+    @property
+    def url(self) -> str:
+        assert self.port, "the server has not started"
+        return f"http://127.0.0.1:{self.port}"
+
+    def _listening_port(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"server exited early: {self.stderr()}")
+        try:
+            sockets = psutil.Process(self.proc.pid).net_connections(kind="tcp")
+        except psutil.NoSuchProcess:
+            return 0
+        listening = [s.laddr.port for s in sockets if s.status == psutil.CONN_LISTEN]
+        return listening[0] if listening else 0
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=0.5).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def start(self, timeout: float = 30.0) -> ServerProcess:
-        self.proc = subprocess.Popen(
-            self.args, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited early: {self.stderr()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=0.5).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        self.kill()
-        raise RuntimeError("server did not become healthy")
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        try:
+            self.port = eventually(
+                self._listening_port, timeout=timeout, interval=0.02, what="the server to listen"
+            )
+            eventually(self._healthy, timeout=timeout, interval=0.02, what="the server to be healthy")
+        except BaseException:
+            self.kill()
+            raise
+        return self
 
     def stderr(self) -> str:
-        if self.proc is None or self.proc.stderr is None or self.proc.poll() is None:
+        if self.proc is None or self.proc.poll() is None or self._stderr.closed:
             return ""
-        return self.proc.stderr.read().decode(errors="replace")
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
 
     def terminate(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -63,10 +83,13 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        self._stderr.close()
 
     def wait(self, timeout: float) -> int:
         assert self.proc is not None
-        return self.proc.wait(timeout)
+        status = self.proc.wait(timeout)
+        self._stderr.close()
+        return status
 
     def __enter__(self) -> ServerProcess:
         return self.start()
@@ -80,3 +103,4 @@ class ServerProcess:
                 self.proc.wait(15)
         except subprocess.TimeoutExpired:
             self.kill()
+        self._stderr.close()

@@ -16,7 +16,7 @@ from aml_mcp.catalog.invocation import InvocationContext, elicit_form
 from aml_mcp.catalog.tools import Execution, ToolRegistry, ToolSpec
 from aml_mcp.principal import Owner
 from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.tasks.clock import SystemClock
+from aml_mcp.tasks.clock import Clock, SystemClock
 from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import TaskService
@@ -161,16 +161,22 @@ def open_database(path: Path) -> SqliteDatabase:
 
 @contextlib.asynccontextmanager
 async def harness(
-    path: Path, settings: TaskSettings = FAST, *, holder: str | None = None, gates: Gates | None = None
+    path: Path,
+    settings: TaskSettings = FAST,
+    *,
+    holder: str | None = None,
+    gates: Gates | None = None,
+    clock: Clock | None = None,
 ) -> AsyncIterator[Harness]:
-    """A running runner on the database at `path` (reopening the same path is a restart)."""
+    """A running runner on the database at `path` (reopening the same path is a restart), reading
+    time from `clock` (default: the system clock)."""
     database = open_database(path)
     try:
         await database.migrate(COMPONENT, MIGRATIONS)
         gates = gates or Gates()
         tools = lifecycle_tools(gates)
         store = SqliteTaskStore(database)
-        clock = SystemClock()
+        clock = clock or SystemClock()
         runner = TaskRunner(store, tools, settings, clock, holder=holder)
         service = TaskService(store, runner, settings, clock)
         async with runner.running():

@@ -22,6 +22,8 @@ import pytest
 from tests.support.mcp_http import create, get, headers_for, message, wait_for
 from tests.support.subprocess_server import ServerProcess
 
+pytestmark = pytest.mark.slow  # two real server processes, a SIGKILL and a recovery
+
 FAST_RECOVERY = {
     "AML_MCP_TASKS__LEASE_MS": "1000",
     "AML_MCP_TASKS__HEARTBEAT_MS": "300",
@@ -101,7 +103,7 @@ def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crash]:
         assert first.proc.returncode == -signal.SIGKILL
     finally:
         first.kill()
-    second = ServerProcess(args, port=first.port, env=FAST_RECOVERY).start()
+    second = ServerProcess(args, env=FAST_RECOVERY).start()
     try:
         yield Crash(acknowledged, idempotent, not_idempotent, second)
     finally:

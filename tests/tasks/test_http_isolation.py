@@ -143,6 +143,7 @@ def _state(world: World, caller: Caller) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow
 def test_every_foreign_request_is_refused_like_an_unknown_id_and_changes_nothing(world: World) -> None:
     assert len(world.callers) == 30
     before = {caller.label: _state(world, caller) for caller in world.callers}

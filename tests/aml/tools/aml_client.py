@@ -1,8 +1,9 @@
 """Real servers serving the AML catalog with real tokens, on a small demo corpus, and the client the AML
 tool tests call them with.
 
-Each test module starts its own server (module-scoped) on its own data directory, loaded with
-`NOTES_PER_BANK` demo notes per bank the way `aml-mcp serve` loads them on a first start. The
+Each test module starts its own server (module-scoped) on its own data directory: a copy of one
+directory loaded once per session with `NOTES_PER_BANK` demo notes per bank, the way `aml-mcp
+serve` loads them on a first start (the `demo_data` fixture). The
 generated demo notes are kept in memory too (the `demo_notes` fixture), so tests know which notes
 belong to which bank.
 """
@@ -10,6 +11,7 @@ belong to which bank.
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,11 +39,17 @@ def cases_of(notes: list[DemoNote]) -> dict[str, list[CaseNote]]:
     return out
 
 
+def load_demo(data_dir: Path) -> dict[str, int]:
+    """The demo corpus loaded into `data_dir` as `aml-mcp serve` does on a first start; notes per bank."""
+    return load_demo_if_empty(AmlSettings(demo_notes_per_tenant=NOTES_PER_BANK), data_dir)
+
+
 @contextlib.contextmanager
-def aml_server(data_dir: Path, issuer: TestIssuer, **aml: Any) -> Iterator[AmlClient]:
-    """The default catalog (the AML tools) on a demo-loaded data directory, auth on."""
+def aml_server(data_dir: Path, issuer: TestIssuer, *, demo: Path, **aml: Any) -> Iterator[AmlClient]:
+    """The default catalog (the AML tools) on a copy of the demo-loaded data directory `demo`, auth on."""
+    shutil.copytree(demo, data_dir, dirs_exist_ok=True)
     settings = AmlSettings(demo_notes_per_tenant=NOTES_PER_BANK, **aml)
-    load_demo_if_empty(settings, data_dir)
+    assert load_demo_if_empty(settings, data_dir) == {}  # a loaded store is left alone, as on a restart
     with secured_server(data_dir, None, issuer=issuer, aml=settings, tasks=FAST_TASKS) as server:  # type: ignore[arg-type]
         yield AmlClient(server)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,9 +24,9 @@ PROGRESS = re.compile(r"^drafted (\d+)/(\d+) cases$")
 
 
 @pytest.fixture(scope="module")
-def aml(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer) -> Iterator[AmlClient]:
+def aml(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer, demo_data: Path) -> Iterator[AmlClient]:
     drafter = f"{slow_drafter.__name__}:SlowDrafter"
-    with aml_server(tmp_path_factory.mktemp("aml-cancel"), issuer, drafter=drafter) as client:
+    with aml_server(tmp_path_factory.mktemp("aml-cancel"), issuer, demo=demo_data, drafter=drafter) as client:
         yield client
 
 
@@ -54,6 +55,7 @@ def _cancel_mid_run(aml: AmlClient, task_id: str, *, tenant: str, scope: str) ->
     return stopped
 
 
+@pytest.mark.slow
 def test_eval_reports_progress_and_stops_within_a_second_of_cancel(aml: AmlClient) -> None:
     task_id = aml.start("run_full_eval", {"save_as_baseline": True}, tenant=A, scope="aml:eval")
     _cancel_mid_run(aml, task_id, tenant=A, scope="aml:eval")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +20,8 @@ _AMBIGUOUS = re.compile(r"involves accounts (.+?) and (.+?); it is not yet confi
 
 
 @pytest.fixture(scope="module")
-def aml(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer) -> Iterator[AmlClient]:
-    with aml_server(tmp_path_factory.mktemp("aml-draft"), issuer) as client:
+def aml(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer, demo_data: Path) -> Iterator[AmlClient]:
+    with aml_server(tmp_path_factory.mktemp("aml-draft"), issuer, demo=demo_data) as client:
         yield client
 
 
