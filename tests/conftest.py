@@ -20,9 +20,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def issuer() -> Iterator[TestIssuer]:
-    """A token issuer over real HTTP (one per test module: tests rotate its keys and count its requests)."""
+    """A token issuer over real HTTP, shared by the session.
+
+    Tests may add and rotate keys (old ones stay published) and count its requests as differences;
+    each module's server fetches the issuer's metadata and keys afresh.
+    """
     with TestIssuer() as running:
         yield running
 

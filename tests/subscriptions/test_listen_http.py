@@ -31,6 +31,7 @@ from tests.support.waiting import eventually
 
 SUB_ID = "io.modelcontextprotocol/subscriptionId"
 WITH_TASKS = {"extensions": {TASKS_EXTENSION: {}}}
+SIGTERM_TEST = "test_sigterm_ends_open_streams_gracefully_and_the_process_exits"
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     settings = open_settings(tmp_path_factory.mktemp("listen"))
     with LiveServer(build_app(settings, catalog=fixture_catalog())) as live:
         yield live
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sigterm_child(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess | None]:
+    """The `aml-mcp` process the SIGTERM test stops, spawned as soon as this module starts (when that
+    test is selected): it spends seconds importing, meanwhile the tests before it run."""
+    if not any(item.name == SIGTERM_TEST for item in request.session.items):
+        yield None
+        return
+    child = ServerProcess(["conformance-server", "--data-dir", str(tmp_path_factory.mktemp("sigterm"))])
+    try:
+        yield child.spawn()
+    finally:
+        child.kill()
 
 
 @pytest.fixture
@@ -305,8 +322,11 @@ def test_resume_attempts_are_ignored_and_start_a_fresh_stream(
 
 
 @pytest.mark.slow
-def test_sigterm_ends_open_streams_gracefully_and_the_process_exits(tmp_path: Any) -> None:
-    with ServerProcess(["conformance-server", "--data-dir", str(tmp_path)]) as proc:
+def test_sigterm_ends_open_streams_gracefully_and_the_process_exits(
+    sigterm_child: ServerProcess | None,
+) -> None:
+    assert sigterm_child is not None
+    with sigterm_child as proc:
         with (
             httpx.Client(base_url=proc.url, timeout=httpx.Timeout(10, read=30)) as http,
             listening(http, {"toolsListChanged": True}, request_id=77) as stream,

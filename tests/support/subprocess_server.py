@@ -57,8 +57,17 @@ class ServerProcess:
         except httpx.HTTPError:
             return False
 
+    def spawn(self) -> ServerProcess:
+        """Start the child without waiting for it (it spends a few seconds importing before it listens)."""
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                self.args, env=self.env, stdout=subprocess.DEVNULL, stderr=self._stderr
+            )
+        return self
+
     def start(self, timeout: float = 30.0) -> ServerProcess:
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        """Spawn the child (unless `spawn` did) and wait until it listens and answers `/healthz`."""
+        self.spawn()
         try:
             self.port = eventually(
                 self._listening_port, timeout=timeout, interval=0.02, what="the server to listen"
