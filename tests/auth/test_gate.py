@@ -271,7 +271,8 @@ def test_revoked_jti_is_refused(server: SecuredServer, issuer: TestIssuer) -> No
     untouched = server.mint(subject="erin")
     assert server.post("tools/list", token=token).status_code == 200
     mark = server.audit_mark()
-    assert cli_main(["revoke", "--data-dir", str(server.data_dir), "--jti", _jti(token)]) == 0
+    # `--jti=...`: a random token id may start with "-", which argparse would take for an option.
+    assert cli_main(["revoke", "--data-dir", str(server.data_dir), f"--jti={_jti(token)}"]) == 0
     response = _refused_within(server, token)
     assert response.status_code == 401
     assert _challenge_params(response.headers["www-authenticate"])["error"] == "invalid_token"

@@ -137,7 +137,8 @@ def test_revoking_the_token_closes_its_open_stream_and_no_other(server: SecuredS
         listening(server, spared, {"toolsListChanged": True}, request_id="spared") as second,
     ):
         assert first.next() is not None and second.next() is not None
-        assert cli_main(["revoke", "--data-dir", str(server.data_dir), "--jti", jti_of(doomed)]) == 0
+        # `--jti=...`: a random token id may start with "-", which argparse would take for an option.
+        assert cli_main(["revoke", "--data-dir", str(server.data_dir), f"--jti={jti_of(doomed)}"]) == 0
         final = final_result(first, timeout=8)
         assert final["result"]["_meta"][CLOSE_REASON] == "revoked_token"
         with pytest.raises(TimeoutError):
