@@ -3,6 +3,11 @@
 The child binds port 0 itself, so no other process can take the port between choosing and binding
 it; its actual port is read from the child's listening socket (`conformance-server` logs at
 warning level, so uvicorn's "running on" line is not printed to read it from).
+
+A child can be spawned ahead of time: it does what `python -m aml_mcp` does — imports
+`aml_mcp.cli` (seconds of work) and calls its `main()` with the same arguments — but waits for a go
+line on stdin between the two, so a test can have it import while other work goes on and start it
+the moment it is needed (e.g. right after killing the process it takes over from).
 """
 
 from __future__ import annotations
@@ -20,6 +25,13 @@ import psutil
 
 from tests.support.waiting import eventually
 
+# `python -m aml_mcp`, with a pause for the go line between importing and running `main()`.
+_LAUNCHER = (
+    "import sys; from aml_mcp.cli import main\n"
+    "if sys.stdin.readline().strip() != 'go': raise SystemExit(0)  # the test went away\n"
+    "raise SystemExit(main())"
+)
+
 
 class ServerProcess:
     """Runs `aml-mcp <args> --port 0` (the same entry point users run) until stopped.
@@ -28,7 +40,7 @@ class ServerProcess:
     """
 
     def __init__(self, args: Sequence[str], *, env: dict[str, str] | None = None) -> None:
-        self.args = [sys.executable, "-m", "aml_mcp", *args, "--port", "0"]
+        self.args = [sys.executable, "-c", _LAUNCHER, *args, "--port", "0"]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
@@ -58,16 +70,21 @@ class ServerProcess:
             return False
 
     def spawn(self) -> ServerProcess:
-        """Start the child without waiting for it (it spends a few seconds importing before it listens)."""
+        """Start the child's imports without waiting for them; `start()` lets it go on to serve."""
         if self.proc is None:
             self.proc = subprocess.Popen(
-                self.args, env=self.env, stdout=subprocess.DEVNULL, stderr=self._stderr
+                self.args, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr
             )
         return self
 
     def start(self, timeout: float = 30.0) -> ServerProcess:
-        """Spawn the child (unless `spawn` did) and wait until it listens and answers `/healthz`."""
+        """Spawn the child (unless `spawn` did), let it serve, and wait until it listens and answers
+        `/healthz`."""
         self.spawn()
+        assert self.proc is not None and self.proc.stdin is not None
+        if not self.proc.stdin.closed:
+            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.close()
         try:
             self.port = eventually(
                 self._listening_port, timeout=timeout, interval=0.02, what="the server to listen"
@@ -92,6 +109,8 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        if self.proc is not None and self.proc.stdin is not None:
+            self.proc.stdin.close()
         self._stderr.close()
 
     def wait(self, timeout: float) -> int:
