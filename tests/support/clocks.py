@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import time
-
-import pytest
-from starlette.applications import Starlette
-
-import aml_mcp.app as app_module
-from aml_mcp.catalog import Catalog
-from aml_mcp.config import Settings
-from aml_mcp.tasks.clock import Clock
-from aml_mcp.tasks.wiring import build_tasks
 
 
 class ManualClock:
@@ -39,14 +29,3 @@ class OffsetClock:
 
     def advance(self, ms: int) -> None:
         self.offset_ms += ms
-
-
-def app_with_task_clock(settings: Settings, clock: Clock, *, catalog: Catalog | None = None) -> Starlette:
-    """`build_app(settings, catalog=...)` whose Tasks extension reads time from `clock`.
-
-    `build_app` takes no clock, but `build_tasks` does: the composition root's reference to it is
-    swapped for one with the clock bound while the app is built (tasks only ever read that clock).
-    """
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(app_module, "build_tasks", functools.partial(build_tasks, clock=clock))
-        return app_module.build_app(settings, catalog=catalog)

@@ -61,6 +61,7 @@ from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.devauth.minting import MintedToken
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import token_minter
+from tests.support.app_hooks import audit_flush
 from tests.support.asgi import DEFAULT_PORT, InProcessServer
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import message, post
@@ -345,6 +346,11 @@ class SecuredServer:
         return wait_for_audit(self.data_dir, since=since, timeout=timeout, **match)
 
 
+AUDIT_FLUSH_SECONDS = 0.01
+"""How often the servers here hand audit events to the store (0.1 s in production), since tests wait
+for the rows."""
+
+
 def auth_settings(issuers: Sequence[TestIssuer] = (), *, dev: bool = False, **overrides: Any) -> AuthSettings:
     """Auth on, trusting `issuers` (and the dev server if `dev`), JWKS refetch unthrottled for tests."""
     values: dict[str, Any] = {
@@ -383,7 +389,8 @@ def secured_server(
         log_level="warning",
         **settings_overrides,
     )
-    app = build_app(settings, catalog=catalog)
+    with audit_flush(AUDIT_FLUSH_SECONDS):
+        app = build_app(settings, catalog=catalog)
     if live is None:
         with InProcessServer(app, port=settings.port) as served, served.client() as http:
             yield SecuredServer(served=served, settings=settings, issuer=issuer, http=http)
@@ -402,7 +409,7 @@ def audit_events(data_dir: Path, *, since: int = 0, **match: Any) -> list[dict[s
     try:
         conn.row_factory = sqlite3.Row
         try:
-            rows = conn.execute("SELECT * FROM audit_events ORDER BY seq").fetchall()
+            rows = conn.execute("SELECT * FROM audit_events WHERE seq > ? ORDER BY seq", (since,)).fetchall()
         except sqlite3.OperationalError:
             return []
     finally:
@@ -410,7 +417,7 @@ def audit_events(data_dir: Path, *, since: int = 0, **match: Any) -> list[dict[s
     events = [dict(row) for row in rows]
     for event in events:
         event["detail"] = json.loads(event["detail"]) if event["detail"] else None
-    return [e for e in events if e["seq"] > since and all(e.get(k) == v for k, v in match.items())]
+    return [e for e in events if all(e.get(k) == v for k, v in match.items())]
 
 
 def audit_mark(data_dir: Path) -> int:

@@ -23,8 +23,9 @@ from aml_mcp.app import build_app
 from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.tasks.settings import TaskSettings
+from tests.support.app_hooks import task_clock
 from tests.support.asgi import InProcessServer
-from tests.support.clocks import OffsetClock, app_with_task_clock
+from tests.support.clocks import OffsetClock
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import (
     TASKS_EXTENSION,
@@ -78,7 +79,8 @@ def clock() -> OffsetClock:
 @pytest.fixture
 def clocked(tmp_path: Path, clock: OffsetClock) -> Iterator[httpx.Client]:
     """A client of a server of its own whose Tasks extension reads time from `clock`."""
-    app = app_with_task_clock(_settings(tmp_path), clock, catalog=fixture_catalog())
+    with task_clock(clock):
+        app = build_app(_settings(tmp_path), catalog=fixture_catalog())
     with InProcessServer(app) as served, served.client(timeout=10) as http:
         yield http
 
