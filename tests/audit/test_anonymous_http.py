@@ -20,7 +20,10 @@ THREADS = 8
 
 
 def test_a_thousand_identical_anonymous_401s_make_a_handful_of_records(tmp_path: Path) -> None:
-    with TestIssuer() as issuer, secured_server(tmp_path, read_catalog(), issuer=issuer) as server:
+    with (
+        TestIssuer() as issuer,
+        secured_server(tmp_path, read_catalog(), issuer=issuer, real_socket=True) as server,
+    ):
 
         def flood(share: int) -> list[int]:
             with httpx.Client(base_url=server.url, timeout=15) as http:
@@ -36,7 +39,7 @@ def test_a_thousand_identical_anonymous_401s_make_a_handful_of_records(tmp_path:
                 assert raw_post(server.http, call_body(), token=bob, name="probe_read").status_code == 403
             assert [s for batch in statuses for s in batch] == [401] * FLOOD
         elapsed = time.monotonic() - start
-        audit = getattr(server.live.app.state, "audit", None)
+        audit = getattr(server.served.app.state, "audit", None)
     # The server has stopped: the audit log closed, writing the summaries of open windows.
 
     windows = math.ceil(elapsed / 1.0) + 1  # the default window is 1 s

@@ -1,10 +1,11 @@
 """The official `mcp` 2.3.0 client's OAuth support against our dev authorization server and our server.
 
-Real HTTP on 127.0.0.1 only. The SDK does all of it: 401 → protected resource metadata → authorization
-server metadata → dynamic registration → PKCE authorization request with `resource` → (the browser
-step, played by `approve_async`) → RFC 9207 `iss` check → token exchange with `resource` → tools/call
-with the token. A later call needing a scope the token lacks gets a 403 `insufficient_scope`, and the
-SDK's step-up re-authorization (the union of both scopes) makes it pass.
+Real HTTP on 127.0.0.1 only (the SDK client's own HTTP stack is part of what is under test). The
+SDK does all of it: 401 → protected resource metadata → authorization server metadata → dynamic
+registration → PKCE authorization request with `resource` → (the browser step, played by
+`approve_async`) → RFC 9207 `iss` check → token exchange with `resource` → tools/call with the
+token. A later call needing a scope the token lacks gets a 403 `insufficient_scope`, and the SDK's
+step-up re-authorization (the union of both scopes) makes it pass.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from mcp.shared.auth import (
 )
 from pydantic import AnyUrl
 
-from tests.auth.conftest import scoped_catalog
 from tests.support.oauth import SecuredServer, approve_async, secured_server
+from tests.support.scoped_catalog import scoped_catalog
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"
 
@@ -75,7 +76,7 @@ class Browser:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredServer]:
     data_dir: Path = tmp_path_factory.mktemp("real-client")
-    with secured_server(data_dir, scoped_catalog(), dev=True) as running:
+    with secured_server(data_dir, scoped_catalog(), dev=True, real_socket=True) as running:
         yield running
 
 

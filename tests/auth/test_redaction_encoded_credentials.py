@@ -22,7 +22,7 @@ import pytest
 
 from aml_mcp.auth.redaction import CredentialRedactingFilter
 from tests.support.raw_http import exchange, request_bytes
-from tests.support.subprocess_server import free_port
+from tests.support.subprocess_server import listening_port
 
 TOKEN = jwt.encode(
     {"sub": "mallory", "aud": "x"}, "not-a-real-key-but-long-enough-for-hs256", algorithm="HS256"
@@ -73,7 +73,6 @@ def test_encoded_names_are_shown_decoded_with_their_value_redacted() -> None:
 
 @pytest.mark.slow
 def test_the_served_access_log_never_shows_them(tmp_path: Path) -> None:
-    port = free_port()
     log_path = tmp_path / "server.log"
     env = {**os.environ, "AML_MCP_AML__DEMO_NOTES_PER_TENANT": "2"}
     command = [
@@ -82,7 +81,7 @@ def test_the_served_access_log_never_shows_them(tmp_path: Path) -> None:
         "aml_mcp",
         "serve",
         "--port",
-        str(port),
+        "0",
         "--data-dir",
         str(tmp_path / "d"),
     ]
@@ -90,10 +89,12 @@ def test_the_served_access_log_never_shows_them(tmp_path: Path) -> None:
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 60
+            port = 0
             while True:
                 assert proc.poll() is None, log_path.read_text()
+                port = port or listening_port(proc.pid)
                 try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
+                    if port and httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
                         break
                 except httpx.HTTPError:
                     pass

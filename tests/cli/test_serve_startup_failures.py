@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.damaged_files import checkpointed, replace_header, scramble_middle, truncate_to_zero
 from tests.support.read_only import read_only, read_only_file
-from tests.support.subprocess_server import ServerProcess, free_port
+from tests.support.subprocess_server import ServerProcess
 
 SMALL_DEMO = {"AML_MCP_AML__DEMO_NOTES_PER_TENANT": "40"}
 EXIT_DATA_DIR = 3
@@ -64,7 +64,7 @@ def aml_mcp() -> list[str]:
 
 def serve(data_dir: Path, port: int | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*aml_mcp(), "serve", "--data-dir", str(data_dir), "--port", str(port or free_port())],
+        [*aml_mcp(), "serve", "--data-dir", str(data_dir), "--port", str(port or 0)],
         capture_output=True,
         text=True,
         timeout=120,

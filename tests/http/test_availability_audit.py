@@ -28,7 +28,9 @@ def issuer() -> Iterator[TestIssuer]:
 
 
 def _server(data_dir: Path, issuer: TestIssuer, **auth: Any) -> Any:
-    return secured_server(data_dir, read_catalog(), issuer=issuer, auth=auth_settings([issuer], **auth))
+    return secured_server(
+        data_dir, read_catalog(), issuer=issuer, auth=auth_settings([issuer], **auth), real_socket=True
+    )
 
 
 def _call(server: SecuredServer, jti: str) -> httpx.Response:
@@ -60,7 +62,7 @@ def test_a_full_disk_under_the_audit_file_refuses_calls_until_it_clears(
         assert _ready(server).status_code == 200
         assert _call(server, "before").status_code == 200  # its event cannot reach the file
         _assert_refused_while_down(server)
-        file_sink = next(s for s in server.live.app.state.audit.stats().sinks if s.name == "JsonLinesSink")
+        file_sink = next(s for s in server.served.app.state.audit.stats().sinks if s.name == "JsonLinesSink")
         assert not file_sink.healthy and file_sink.failures >= 1 and file_sink.pending >= 1
         assert "No space left on device" in (file_sink.last_error or "")
 
@@ -91,7 +93,7 @@ def test_a_table_that_refuses_inserts_refuses_calls_until_it_accepts_them(
         wait_until(lambda: _ready(server).status_code == 200, what="/readyz to recover")
         assert _call(server, "after").status_code == 200
         server.wait_for_audit(token_id="after")
-        store = server.live.app.state.audit.stats().sinks[0]
+        store = server.served.app.state.audit.stats().sinks[0]
         assert store.healthy and store.failures >= 1 and store.dropped == 0 and store.placeholders == 0
     allowed = [e["token_id"] for e in audit_events(tmp_path, decision="allow")]
     assert allowed == ["first", "before", "after"]
@@ -103,7 +105,7 @@ def test_fail_open_keeps_serving_and_still_writes_the_events_later(
     (tmp_path / "audit.jsonl").symlink_to("/dev/full")
     with _server(tmp_path, issuer, audit_fail_open=True) as server:
         assert _call(server, "one").status_code == 200
-        audit = server.live.app.state.audit
+        audit = server.served.app.state.audit
         wait_until(lambda: audit.unavailable_reason() is not None, what="the failure to be noticed")
         assert _call(server, "two").status_code == 200
         assert _ready(server).status_code == 200

@@ -66,7 +66,7 @@ def server(issuer: TestIssuer, tmp_path_factory: pytest.TempPathFactory) -> Iter
     # Every refusal on its own record: this module counts them (merging identical anonymous
     # refusals, on by default, has its own tests in tests/audit/).
     auth = auth_settings([issuer], audit_anonymous_window_seconds=0)
-    with secured_server(data_dir, fixture_catalog(), issuer=issuer, auth=auth) as running:
+    with secured_server(data_dir, fixture_catalog(), issuer=issuer, auth=auth, real_socket=True) as running:
         yield running
 
 

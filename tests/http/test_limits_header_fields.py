@@ -27,7 +27,9 @@ from tests.support.raw_http import RawResponse, exchange, request_bytes
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredServer]:
     with (
         TestIssuer() as issuer,
-        secured_server(tmp_path_factory.mktemp("header-limits"), fixture_catalog(), issuer=issuer) as running,
+        secured_server(
+            tmp_path_factory.mktemp("header-limits"), fixture_catalog(), issuer=issuer, real_socket=True
+        ) as running,
     ):
         yield running
 
@@ -41,7 +43,7 @@ def token(server: SecuredServer) -> str:
 def tools_list(server: SecuredServer, token: str, extra: list[tuple[str, str]]) -> bytes:
     body = message("tools/list")
     headers = [*headers_for(body).items(), ("Authorization", f"Bearer {token}"), *extra]
-    return request_bytes(server.live.port, "POST", "/mcp", headers, json.dumps(body).encode())
+    return request_bytes(server.port, "POST", "/mcp", headers, json.dumps(body).encode())
 
 
 def many(count: int, value: str = "v") -> list[tuple[str, str]]:
@@ -55,7 +57,7 @@ def test_twenty_thousand_header_fields_are_refused_with_431_and_do_not_stall_oth
 
     def flood() -> None:
         for _ in range(3):
-            answers.append(exchange(server.live.port, tools_list(server, token, many(20_000))))
+            answers.append(exchange(server.port, tools_list(server, token, many(20_000))))
 
     flooder = threading.Thread(target=flood)
     latencies: list[float] = []
@@ -81,14 +83,14 @@ def test_twenty_thousand_header_fields_are_refused_with_431_and_do_not_stall_oth
 
 def test_the_count_limit_is_exact_and_counts_every_field(server: SecuredServer, token: str) -> None:
     standard = len(headers_for(message("tools/list"))) + 3  # + Host, Authorization, Content-Length
-    within = exchange(server.live.port, tools_list(server, token, many(100 - standard)))
+    within = exchange(server.port, tools_list(server, token, many(100 - standard)))
     assert within.status == 200, within.body
-    over = exchange(server.live.port, tools_list(server, token, many(101 - standard)))
+    over = exchange(server.port, tools_list(server, token, many(101 - standard)))
     assert over.status == 431
 
 
 def test_a_few_huge_fields_are_refused_on_their_bytes(server: SecuredServer, token: str) -> None:
-    answer = exchange(server.live.port, tools_list(server, token, [("X-Big", "a" * 40 * 1024)]))
+    answer = exchange(server.port, tools_list(server, token, [("X-Big", "a" * 40 * 1024)]))
     assert answer.status == 431
     assert answer.json()["error"]["code"] == -32600
 
@@ -103,6 +105,6 @@ def test_a_few_huge_fields_are_refused_on_their_bytes(server: SecuredServer, tok
     ],
 )
 def test_every_route_and_every_caller_is_held_to_it(server: SecuredServer, method: str, path: str) -> None:
-    answer = exchange(server.live.port, request_bytes(server.live.port, method, path, many(200)))
+    answer = exchange(server.port, request_bytes(server.port, method, path, many(200)))
     assert answer.status == 431
     assert answer.json()["error"]["code"] == -32600

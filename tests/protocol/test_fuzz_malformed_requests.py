@@ -242,7 +242,7 @@ def world(issuer: TestIssuer, tmp_path_factory: pytest.TempPathFactory) -> Itera
     problems = _Problems()
     logging.getLogger().addHandler(problems)
     try:
-        with secured_server(data_dir, None, issuer=issuer, aml=aml) as server:  # type: ignore[arg-type]
+        with secured_server(data_dir, None, issuer=issuer, aml=aml, real_socket=True) as server:  # type: ignore[arg-type]
             token = server.mint(tenant="meridian-bank", scope="aml:read aml:eval aml:draft", ttl=3600)
             yield {"server": server, "token": token, "problems": problems, "sent": [0]}
     finally:
@@ -288,7 +288,7 @@ def test_malformed_requests_never_5xx_never_trace_and_every_decision_is_audited(
     sent = world["sent"][0]
     assert sent >= 5000, sent
 
-    log = server.live.app.state.audit
+    log = server.served.app.state.audit
     log.flush()
     recorded = log.stats().recorded
     rows = audit_events(server.data_dir)

@@ -20,7 +20,7 @@ from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.tasks.settings import TaskSettings
 from tests.support.live_server import LiveServer
-from tests.tasks.wire_client import accept, call_tool, wait_for
+from tests.support.mcp_http import accept, call_tool, wait_for
 
 JUNK = {f"made-up-{i}": {"action": "accept", "content": {"x": "A" * 900}} for i in range(1000)}
 

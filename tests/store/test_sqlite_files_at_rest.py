@@ -116,4 +116,7 @@ def test_processes_creating_the_same_store_at_once_share_one_file(tmp_path: Path
     for thread in threads:
         thread.join()
     assert errors == []
-    assert [p.name for p in tmp_path.iterdir()] == ["aml-mcp.db"]  # no temporary file left behind
+    # No temporary file left behind. (SQLite's own -wal/-shm may outlive connections that closed at
+    # the same moment, each seeing the other still open: they belong to the database, not to us.)
+    names = {p.name for p in tmp_path.iterdir()}
+    assert "aml-mcp.db" in names and names <= {"aml-mcp.db", "aml-mcp.db-wal", "aml-mcp.db-shm"}, names

@@ -1,7 +1,9 @@
 """Listen streams under real tokens: closed at expiry and on revocation, never crossing identities.
 
 Every stream is re-authorized before each event and whenever access changes; what closes it is
-reported in the graceful result's `_meta["aml-mcp/closeReason"]`.
+reported in the graceful result's `_meta["aml-mcp/closeReason"]`. The server runs on a real socket
+(uvicorn on 127.0.0.1): a stream stays open while the test acts on it, which an in-process exchange
+(complete responses only) cannot show. The few plain refusals here share that server.
 """
 
 from __future__ import annotations
@@ -55,14 +57,10 @@ def _catalog() -> Catalog:
 
 
 @pytest.fixture(scope="module")
-def issuer() -> Iterator[TestIssuer]:
-    with TestIssuer() as test_issuer:
-        yield test_issuer
-
-
-@pytest.fixture(scope="module")
 def server(issuer: TestIssuer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredServer]:
-    with secured_server(tmp_path_factory.mktemp("listen-auth"), _catalog(), issuer=issuer) as running:
+    with secured_server(
+        tmp_path_factory.mktemp("listen-auth"), _catalog(), issuer=issuer, real_socket=True
+    ) as running:
         yield running
 
 
@@ -118,6 +116,7 @@ def test_listen_needs_a_token(server: SecuredServer) -> None:
     assert response.headers["www-authenticate"].startswith("Bearer ")
 
 
+@pytest.mark.slow
 def test_stream_closes_when_the_token_expires_even_with_no_events(server: SecuredServer) -> None:
     token = server.mint(subject="exp", scope="aml:eval", ttl=2)
     started = time.monotonic()
@@ -138,7 +137,8 @@ def test_revoking_the_token_closes_its_open_stream_and_no_other(server: SecuredS
         listening(server, spared, {"toolsListChanged": True}, request_id="spared") as second,
     ):
         assert first.next() is not None and second.next() is not None
-        assert cli_main(["revoke", "--data-dir", str(server.data_dir), "--jti", jti_of(doomed)]) == 0
+        # `--jti=...`: a random token id may start with "-", which argparse would take for an option.
+        assert cli_main(["revoke", "--data-dir", str(server.data_dir), f"--jti={jti_of(doomed)}"]) == 0
         final = final_result(first, timeout=8)
         assert final["result"]["_meta"][CLOSE_REASON] == "revoked_token"
         with pytest.raises(TimeoutError):
@@ -175,6 +175,7 @@ OWNERS = {
 }
 
 
+@pytest.mark.slow
 def test_no_cross_identity_delivery_even_for_the_same_task_id(server: SecuredServer) -> None:
     tokens = {name: server.mint(scope="aml:eval", **fields) for name, fields in OWNERS.items()}
     task_id = create_task(server, tokens["owner"], seconds=1.0)

@@ -1,7 +1,10 @@
 """subscriptions/listen over real HTTP and SSE: ordering, ids, filters, task notifications, closing.
 
-The credential-driven closes (expiry, revocation, lost scope) and cross-identity delivery need real
-tokens; they live in `test_listen_auth.py`.
+A listen stream stays open until the server ends it, so these tests need a real socket (uvicorn on
+127.0.0.1, or the real `aml-mcp` process for SIGTERM): an in-process exchange only returns a
+response once it is complete. Requests that are refused with a plain JSON answer use the
+in-process `core` server instead. The credential-driven closes (expiry, revocation, lost scope) and
+cross-identity delivery need real tokens; they live in `test_listen_auth.py`.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from tests.support.mcp_http import TASKS_EXTENSION, headers_for, message, post
 from tests.support.settings import open_settings
 from tests.support.sse import SseReader
 from tests.support.subprocess_server import ServerProcess
+from tests.support.waiting import eventually
 
 SUB_ID = "io.modelcontextprotocol/subscriptionId"
 WITH_TASKS = {"extensions": {TASKS_EXTENSION: {}}}
+SIGTERM_TEST = "test_sigterm_ends_open_streams_gracefully_and_the_process_exits"
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +39,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     settings = open_settings(tmp_path_factory.mktemp("listen"))
     with LiveServer(build_app(settings, catalog=fixture_catalog())) as live:
         yield live
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sigterm_child(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess | None]:
+    """The `aml-mcp` process the SIGTERM test stops, spawned as soon as this module starts (when that
+    test is selected): it spends seconds importing, meanwhile the tests before it run."""
+    if not any(item.name == SIGTERM_TEST for item in request.session.items):
+        yield None
+        return
+    child = ServerProcess(["conformance-server", "--data-dir", str(tmp_path_factory.mktemp("sigterm"))])
+    try:
+        yield child.spawn()
+    finally:
+        child.kill()
 
 
 @pytest.fixture
@@ -69,14 +90,6 @@ def listening(
         assert response.headers["content-type"].startswith("text/event-stream")
         assert "mcp-session-id" not in response.headers
         yield SseReader(response)
-
-
-def wait_until(condition: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("request_id", ["sub-1", 42, 0, 2**53 - 1, "42"])
@@ -139,18 +152,18 @@ def test_nothing_unrequested_is_delivered(client: httpx.Client, server: LiveServ
         {"taskIds": [""]},
     ],
 )
-def test_forged_and_malformed_filters_are_invalid_params(client: httpx.Client, notifications: Any) -> None:
+def test_forged_and_malformed_filters_are_invalid_params(core: httpx.Client, notifications: Any) -> None:
     body = message(
         "subscriptions/listen", {"notifications": notifications}, request_id=5, capabilities=WITH_TASKS
     )
-    response = post(client, body)
+    response = post(core, body)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == -32602 and response.json()["id"] == 5
 
 
-def test_task_filter_without_the_tasks_extension_is_32021(client: httpx.Client) -> None:
+def test_task_filter_without_the_tasks_extension_is_32021(core: httpx.Client) -> None:
     body = message("subscriptions/listen", {"notifications": {"taskIds": ["x"]}}, request_id=6)
-    response = post(client, body)
+    response = post(core, body)
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == -32021
@@ -164,6 +177,53 @@ def test_resource_filter_keeps_only_uris_this_server_has(client: httpx.Client, s
         assert ack is not None
         assert ack["params"]["notifications"] == {"resourceSubscriptions": wanted[:2]}
         listen_handler(server).close_all()
+
+
+def test_listen_acknowledges_first_and_delivers_only_what_was_asked(
+    client: httpx.Client, server: LiveServer
+) -> None:
+    listen = message(
+        "subscriptions/listen", {"notifications": {"toolsListChanged": True}}, request_id="sub-1"
+    )
+    with (
+        httpx.Client(base_url=server.url, timeout=10) as other,
+        client.stream("POST", "/mcp", content=json.dumps(listen), headers=headers_for(listen)) as stream,
+    ):
+        lines = stream.iter_lines()
+        frames: list[dict[str, object]] = []
+        for line in lines:
+            if line.startswith("data:"):
+                frames.append(json.loads(line[5:]))
+                break
+        trigger = message("tools/call", {"name": "test_trigger_tool_change", "arguments": {}}, request_id=2)
+        assert post(other, trigger).status_code == 200
+        for line in lines:
+            if line.startswith("data:"):
+                frames.append(json.loads(line[5:]))
+                break
+    ack, changed = frames
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"] == {  # type: ignore[comparison-overlap]
+        "notifications": {"toolsListChanged": True},
+        "_meta": {"io.modelcontextprotocol/subscriptionId": "sub-1"},
+    }
+    assert changed["method"] == "notifications/tools/list_changed"
+    assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub-1"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "notifications",
+    [
+        ["toolsListChanged"],
+        {"toolsListChanged": True, "madeUp": True},
+        {"toolsListChanged": "yes"},
+        {"resourceSubscriptions": "x"},
+    ],
+)
+def test_listen_refuses_malformed_filters(core: httpx.Client, notifications: object) -> None:
+    listen = message("subscriptions/listen", {"notifications": notifications}, request_id=4)
+    response = post(core, listen)
+    assert response.json()["error"]["code"] == -32602
 
 
 def create_task(client: httpx.Client, seconds: float) -> str:
@@ -219,7 +279,7 @@ def _open_then_drop(server: LiveServer) -> None:
         raw.sendall(head.encode() + b"\r\n" + body)
         assert b"notifications/subscriptions/acknowledged" in _read_until(raw, b"acknowledged")
         assert handler.open_streams == before + 1
-    wait_until(lambda: handler.open_streams == before)
+    eventually(lambda: handler.open_streams == before, interval=0.02, what="the dropped stream to be freed")
 
 
 def _read_until(raw: socket.socket, marker: bytes) -> bytes:
@@ -261,8 +321,12 @@ def test_resume_attempts_are_ignored_and_start_a_fresh_stream(
         assert [m.get("method") for m in again.rest()] == [None]  # no replay of the earlier change
 
 
-def test_sigterm_ends_open_streams_gracefully_and_the_process_exits(tmp_path: Any) -> None:
-    with ServerProcess(["conformance-server", "--data-dir", str(tmp_path)]) as proc:
+@pytest.mark.slow
+def test_sigterm_ends_open_streams_gracefully_and_the_process_exits(
+    sigterm_child: ServerProcess | None,
+) -> None:
+    assert sigterm_child is not None
+    with sigterm_child as proc:
         with (
             httpx.Client(base_url=proc.url, timeout=httpx.Timeout(10, read=30)) as http,
             listening(http, {"toolsListChanged": True}, request_id=77) as stream,

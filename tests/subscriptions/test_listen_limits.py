@@ -46,6 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredServer]:
             fixture_catalog(),
             issuer=issuer,
             max_listen_streams_per_principal=PER_CALLER,
+            real_socket=True,
         ) as running,
     ):
         yield running
@@ -68,7 +69,7 @@ def open_stream(server: SecuredServer, token: str, request_id: Any) -> Iterator[
     """
     body = listen_body({"toolsListChanged": True}, request_id)
     headers = [*headers_for(body).items(), ("Authorization", f"Bearer {token}")]
-    port = server.live.port
+    port = server.port
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(request_bytes(port, "POST", "/mcp", headers, json.dumps(body).encode()))
         received = b""

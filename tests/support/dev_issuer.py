@@ -56,7 +56,7 @@ def probe_catalog() -> Catalog:
 def dev_issuer_server(data_dir: Path, **dev_settings: Any) -> Iterator[SecuredServer]:
     """The app with the development issuer on, configured by `DevAuthSettings(**dev_settings)`."""
     auth = auth_settings(dev=True).model_copy(update={"dev": DevAuthSettings(**dev_settings)})
-    with secured_server(data_dir, probe_catalog(), auth=auth) as server:
+    with secured_server(data_dir, probe_catalog(), auth=auth, real_socket=True) as server:
         yield server
 
 

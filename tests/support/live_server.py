@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from types import TracebackType
 
 import uvicorn
 from starlette.types import ASGIApp
+
+from tests.support.waiting import eventually
 
 
 class LiveServer:
@@ -40,11 +41,13 @@ class LiveServer:
 
     def __enter__(self) -> LiveServer:
         self._thread.start()
-        deadline = time.monotonic() + self.startup_timeout
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
+
+        def started() -> bool:
+            if not self._thread.is_alive():
                 raise RuntimeError("test server failed to start")
-            time.sleep(0.01)
+            return bool(self.server.started)
+
+        eventually(started, timeout=self.startup_timeout, interval=0.005, what="the test server to start")
         return self
 
     def __exit__(

@@ -1,15 +1,18 @@
-"""Real servers with real token issuers, for HTTP tests that need authentication (reusable everywhere).
+"""Servers with authentication on and real token issuers, for tests that need tokens (reusable everywhere).
 
-Three pieces, all on 127.0.0.1 with random ports, no network beyond loopback:
+Three pieces, no network beyond loopback:
 
-- `TestIssuer` — an OAuth issuer over real HTTP: RFC 8414 metadata at
+- `TestIssuer` — an OAuth issuer over real HTTP on 127.0.0.1 (a random port): RFC 8414 metadata at
   `/.well-known/oauth-authorization-server` and a JWKS at `/jwks.json`. It mints RFC 9068 access
   tokens with keys it holds (`mint(...)`), can add and rotate keys, and counts JWKS fetches. Use it
-  to test what the resource server accepts: any claim can be overridden or removed.
+  to test what the resource server accepts: any claim can be overridden or removed. It needs a real
+  socket because the server under test fetches its metadata, keys and introspection answers with
+  its own HTTP client.
 - `secured_server(...)` — `build_app` with authentication on, trusting a `TestIssuer` (and/or the
-  embedded development authorization server), served by `LiveServer`. The server's resource URL
-  (the audience tokens must carry) is known before the app is built, because the port is reserved
-  first. Yields a `SecuredServer` with helpers to post MCP requests and read the audit trail.
+  embedded development authorization server), served in-process (`InProcessServer`), or by
+  `LiveServer` on a real socket with `real_socket=True` (SSE streams, real MCP clients). The
+  server's resource URL (the audience tokens must carry) is known before the app is built. Yields a
+  `SecuredServer` with helpers to post MCP requests and read the audit trail.
 - `audit_events(...)` / `wait_for_audit(...)` — read the audit rows the server wrote (they join the
   store's next group commit, so wait for them rather than reading once).
 
@@ -22,7 +25,8 @@ Typical use::
 
 For the interactive step of the authorization code flow against the development authorization
 server, `approve(...)` / `approve_async(...)` play the browser: they load the login/consent page,
-sign in as a demo user, approve (or deny) and return the redirect the browser would have followed.
+sign in as a demo user, approve (or deny) and return the redirect the browser would have followed
+(pass `browser=server.client()` when the server is in-process).
 """
 
 from __future__ import annotations
@@ -57,8 +61,11 @@ from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.devauth.minting import MintedToken
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import token_minter
+from tests.support.app_hooks import audit_flush
+from tests.support.asgi import DEFAULT_PORT, InProcessServer
 from tests.support.live_server import LiveServer
-from tests.support.mcp_http import headers_for, message
+from tests.support.mcp_http import message, post
+from tests.support.waiting import eventually
 
 _KEY_FACTORIES: dict[str, Callable[[], Any]] = {
     "RS256": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
@@ -254,14 +261,24 @@ class _Deferred:
 class SecuredServer:
     """A running server with authentication on."""
 
-    live: LiveServer
+    served: InProcessServer | LiveServer
     settings: Settings
     issuer: TestIssuer | None
     http: httpx.Client = field(repr=False)
 
     @property
     def url(self) -> str:
-        return self.live.url
+        return self.served.url
+
+    @property
+    def port(self) -> int:
+        return self.served.port
+
+    def client(self) -> httpx.Client:
+        """A new client of this server with cookies of its own (e.g. a browser tab for `approve`)."""
+        if isinstance(self.served, InProcessServer):
+            return self.served.client(timeout=15)
+        return httpx.Client(base_url=self.url, timeout=15)
 
     @property
     def resource(self) -> str:
@@ -289,12 +306,9 @@ class SecuredServer:
         capabilities: Mapping[str, Any] | None = None,
         **header_overrides: str | None,
     ) -> httpx.Response:
-        """One MCP request over HTTP, with `Authorization: Bearer <token>` when a token is given."""
+        """One MCP request, with `Authorization: Bearer <token>` when a token is given."""
         body = message(method, params, request_id=request_id, capabilities=capabilities)
-        headers = headers_for(body, **header_overrides)
-        if token is not None:
-            headers["authorization"] = f"Bearer {token}"
-        return self.http.post(path, content=json.dumps(body), headers=headers)
+        return post(self.http, body, token=token, path=path, **header_overrides)
 
     def dev_token(
         self,
@@ -332,6 +346,11 @@ class SecuredServer:
         return wait_for_audit(self.data_dir, since=since, timeout=timeout, **match)
 
 
+AUDIT_FLUSH_SECONDS = 0.01
+"""How often the servers here hand audit events to the store (0.1 s in production), since tests wait
+for the rows."""
+
+
 def auth_settings(issuers: Sequence[TestIssuer] = (), *, dev: bool = False, **overrides: Any) -> AuthSettings:
     """Auth on, trusting `issuers` (and the dev server if `dev`), JWKS refetch unthrottled for tests."""
     values: dict[str, Any] = {
@@ -353,22 +372,32 @@ def secured_server(
     issuer: TestIssuer | None = None,
     dev: bool = False,
     auth: AuthSettings | None = None,
+    real_socket: bool = False,
     **settings_overrides: Any,
 ) -> Iterator[SecuredServer]:
-    """Serve `catalog` with authentication on, trusting `issuer` and/or the dev server, on 127.0.0.1."""
+    """Serve `catalog` with authentication on, trusting `issuer` and/or the dev server.
+
+    In-process unless `real_socket`, which serves it with uvicorn on 127.0.0.1 (a random port).
+    """
     shim = _Deferred()
-    live = LiveServer(shim)  # type: ignore[arg-type]
+    live = LiveServer(shim) if real_socket else None  # type: ignore[arg-type]
     settings = Settings(
         host="127.0.0.1",
-        port=live.port,
+        port=live.port if live is not None else DEFAULT_PORT,
         data_dir=data_dir,
         auth=auth or auth_settings([issuer] if issuer else [], dev=dev),
         log_level="warning",
         **settings_overrides,
     )
-    shim.target = build_app(settings, catalog=catalog)
+    with audit_flush(AUDIT_FLUSH_SECONDS):
+        app = build_app(settings, catalog=catalog)
+    if live is None:
+        with InProcessServer(app, port=settings.port) as served, served.client() as http:
+            yield SecuredServer(served=served, settings=settings, issuer=issuer, http=http)
+        return
+    shim.target = app
     with live, httpx.Client(base_url=live.url, timeout=15) as http:
-        yield SecuredServer(live=live, settings=settings, issuer=issuer, http=http)
+        yield SecuredServer(served=live, settings=settings, issuer=issuer, http=http)
 
 
 def audit_events(data_dir: Path, *, since: int = 0, **match: Any) -> list[dict[str, Any]]:
@@ -380,7 +409,7 @@ def audit_events(data_dir: Path, *, since: int = 0, **match: Any) -> list[dict[s
     try:
         conn.row_factory = sqlite3.Row
         try:
-            rows = conn.execute("SELECT * FROM audit_events ORDER BY seq").fetchall()
+            rows = conn.execute("SELECT * FROM audit_events WHERE seq > ? ORDER BY seq", (since,)).fetchall()
         except sqlite3.OperationalError:
             return []
     finally:
@@ -388,7 +417,7 @@ def audit_events(data_dir: Path, *, since: int = 0, **match: Any) -> list[dict[s
     events = [dict(row) for row in rows]
     for event in events:
         event["detail"] = json.loads(event["detail"]) if event["detail"] else None
-    return [e for e in events if e["seq"] > since and all(e.get(k) == v for k, v in match.items())]
+    return [e for e in events if all(e.get(k) == v for k, v in match.items())]
 
 
 def audit_mark(data_dir: Path) -> int:
@@ -399,14 +428,12 @@ def audit_mark(data_dir: Path) -> int:
 
 def wait_for_audit(data_dir: Path, *, since: int = 0, timeout: float = 5.0, **match: Any) -> dict[str, Any]:
     """The newest audit row matching `match`, waiting for the group commit that writes it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = audit_events(data_dir, since=since, **match)
-        if found:
-            return found[-1]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no audit event matching {match}; have {audit_events(data_dir)[-5:]}")
-        time.sleep(0.01)
+    found = eventually(
+        lambda: audit_events(data_dir, since=since, **match),
+        timeout=timeout,
+        what=f"an audit event matching {match}",
+    )
+    return found[-1]
 
 
 class _FormFields(HTMLParser):
@@ -437,10 +464,18 @@ def consent_form(html: str, username: str, password: str | None, decision: str) 
 
 
 def approve(
-    authorization_url: str, username: str, *, password: str | None = None, decision: str = "approve"
+    authorization_url: str,
+    username: str,
+    *,
+    password: str | None = None,
+    decision: str = "approve",
+    browser: httpx.Client | None = None,
 ) -> str:
-    """Log in on the development authorization server and consent; returns the redirect `Location`."""
-    with httpx.Client(timeout=15, follow_redirects=False) as browser:
+    """Log in on the development authorization server and consent; returns the redirect `Location`.
+
+    `browser` is the client to do it with (closed afterwards): by default a new one over real HTTP.
+    """
+    with browser or httpx.Client(timeout=15, follow_redirects=False) as browser:
         page = browser.get(authorization_url)
         page.raise_for_status()
         answer = browser.post(authorization_url, data=consent_form(page.text, username, password, decision))

@@ -41,7 +41,7 @@ from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import TaskService
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
-from tests.support.subprocess_server import free_port
+from tests.support.subprocess_server import listening_port
 
 DEFAULT_BUSY_MS = 30_000
 
@@ -150,9 +150,8 @@ class FsizeLimitedServer:
     """`aml-mcp <args>` in a child process; `full_disk()` makes every file write of it fail."""
 
     def __init__(self, args: Sequence[str], *, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.args = [sys.executable, "-m", "aml_mcp", *args, "--port", str(self.port)]
+        self.port = 0  # the child binds port 0; found once it listens
+        self.args = [sys.executable, "-m", "aml_mcp", *args, "--port", "0"]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: list[str] = []
@@ -169,13 +168,18 @@ class FsizeLimitedServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("server exited early:\n" + self.log())
+            self.port = self.port or listening_port(self.proc.pid)
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=0.5).status_code == 200:
+                if self.port and httpx.get(f"{self.url}/healthz", timeout=0.5).status_code == 200:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.05)
         self.__exit__(None, None, None)
         raise RuntimeError("server did not become healthy")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def _read_log(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None

@@ -16,12 +16,13 @@ from aml_mcp.catalog.invocation import InvocationContext, elicit_form
 from aml_mcp.catalog.tools import Execution, ToolRegistry, ToolSpec
 from aml_mcp.principal import Owner
 from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.tasks.clock import SystemClock
+from aml_mcp.tasks.clock import Clock, SystemClock
 from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import TaskService
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
+from tests.support.waiting import eventually_async
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 ANY_ARGS: dict[str, Any] = {"type": "object"}
@@ -139,13 +140,14 @@ class Harness:
     async def wait_for(
         self, task: TaskRecord, predicate: Callable[[TaskRecord], bool], within: float = 5.0
     ) -> TaskRecord:
-        with anyio.fail_after(within):
-            while True:
-                current = await self.service.get(task.task_id, task.owner)
-                assert current is not None
-                if predicate(current):
-                    return current
-                await anyio.sleep(0.01)
+        current = await eventually_async(
+            lambda: self.service.get(task.task_id, task.owner),
+            until=lambda found: found is None or predicate(found),
+            within=within,
+            what=f"task {task.task_id[:8]} to reach the state awaited",
+        )
+        assert current is not None
+        return current
 
     async def settled(self, task: TaskRecord, within: float = 5.0) -> TaskRecord:
         return await self.wait_for(task, lambda t: t.terminal, within)
@@ -159,16 +161,22 @@ def open_database(path: Path) -> SqliteDatabase:
 
 @contextlib.asynccontextmanager
 async def harness(
-    path: Path, settings: TaskSettings = FAST, *, holder: str | None = None, gates: Gates | None = None
+    path: Path,
+    settings: TaskSettings = FAST,
+    *,
+    holder: str | None = None,
+    gates: Gates | None = None,
+    clock: Clock | None = None,
 ) -> AsyncIterator[Harness]:
-    """A running runner on the database at `path` (reopening the same path is a restart)."""
+    """A running runner on the database at `path` (reopening the same path is a restart), reading
+    time from `clock` (default: the system clock)."""
     database = open_database(path)
     try:
         await database.migrate(COMPONENT, MIGRATIONS)
         gates = gates or Gates()
         tools = lifecycle_tools(gates)
         store = SqliteTaskStore(database)
-        clock = SystemClock()
+        clock = clock or SystemClock()
         runner = TaskRunner(store, tools, settings, clock, holder=holder)
         service = TaskService(store, runner, settings, clock)
         async with runner.running():

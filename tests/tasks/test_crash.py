@@ -19,9 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.mcp_http import headers_for, message
+from tests.support.mcp_http import create, get, headers_for, message, wait_for
 from tests.support.subprocess_server import ServerProcess
-from tests.tasks.wire_client import create, get, wait_for
+
+pytestmark = pytest.mark.slow  # two real server processes, a SIGKILL and a recovery
 
 FAST_RECOVERY = {
     "AML_MCP_TASKS__LEASE_MS": "1000",
@@ -90,19 +91,25 @@ async def _burst_then_kill(port: int, pid: int) -> list[str]:
 def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crash]:
     data_dir = tmp_path_factory.mktemp("crash")
     args = ["conformance-server", "--data-dir", str(data_dir)]
-    first = ServerProcess(args, env=FAST_RECOVERY).start()
+    # The successor imports while the first process works, and starts serving once it is dead.
+    second = ServerProcess(args, env=FAST_RECOVERY).spawn()
     try:
-        with httpx.Client(base_url=first.url, timeout=10) as client:
-            idempotent = create(client, "slow_compute", {"seconds": 1.5, "label": "survived"})["taskId"]
-            not_idempotent = create(client, "confirm_delete", {"filename": "f.txt"})["taskId"]
-            wait_for(client, not_idempotent, "input_required")
-        assert first.proc is not None
-        acknowledged = asyncio.run(_burst_then_kill(first.port, first.proc.pid))
-        first.proc.wait(10)
-        assert first.proc.returncode == -signal.SIGKILL
-    finally:
-        first.kill()
-    second = ServerProcess(args, port=first.port, env=FAST_RECOVERY).start()
+        first = ServerProcess(args, env=FAST_RECOVERY).start()
+        try:
+            with httpx.Client(base_url=first.url, timeout=10) as client:
+                idempotent = create(client, "slow_compute", {"seconds": 1.5, "label": "survived"})["taskId"]
+                not_idempotent = create(client, "confirm_delete", {"filename": "f.txt"})["taskId"]
+                wait_for(client, not_idempotent, "input_required")
+            assert first.proc is not None
+            acknowledged = asyncio.run(_burst_then_kill(first.port, first.proc.pid))
+            first.proc.wait(10)
+            assert first.proc.returncode == -signal.SIGKILL
+        finally:
+            first.kill()
+    except BaseException:
+        second.kill()
+        raise
+    second.start()
     try:
         yield Crash(acknowledged, idempotent, not_idempotent, second)
     finally:

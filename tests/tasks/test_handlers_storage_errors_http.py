@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from aml_mcp.protocol.errors import STORAGE_UNAVAILABLE
+from tests.support.mcp_http import call_tool, cancel, create, get, wait_for
 from tests.support.task_faults import FsizeLimitedServer
-from tests.tasks.wire_client import call_tool, cancel, create, get, wait_for
 
 FAST = {
     "AML_MCP_TASKS__LEASE_MS": "1000",

@@ -1,5 +1,9 @@
-"""The tasks surface over real HTTP on 127.0.0.1 (the verify list of seed G001, except the
-cross-principal matrix and the crash tests, which have their own modules)."""
+"""The tasks surface over HTTP (the verify list of seed G001, except the cross-principal matrix and the
+crash tests, which have their own modules).
+
+The server runs in-process; one test that depends on how an HTTP parser hands over a header value
+uses the same app behind uvicorn on a real socket. Expiry is reached by moving the Tasks clock.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,9 @@ import http.client
 import json
 import random
 import re
-import time
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,10 +23,12 @@ from aml_mcp.app import build_app
 from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.tasks.settings import TaskSettings
+from tests.support.app_hooks import task_clock
+from tests.support.asgi import InProcessServer
+from tests.support.clocks import OffsetClock
 from tests.support.live_server import LiveServer
-from tests.support.mcp_http import TASKS_EXTENSION, headers_for, message, post
-from tests.support.oauth import audit_events, audit_mark
-from tests.tasks.wire_client import (
+from tests.support.mcp_http import (
+    TASKS_EXTENSION,
     WITH_TASKS,
     WITHOUT_TASKS,
     accept,
@@ -30,30 +36,61 @@ from tests.tasks.wire_client import (
     cancel,
     create,
     get,
+    headers_for,
+    message,
+    post,
     task_request,
     update,
     wait_for,
 )
+from tests.support.oauth import audit_events, audit_mark
+from tests.support.waiting import eventually
 
 FLAT_FIELDS = {"resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
 TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    settings = Settings(
-        data_dir=tmp_path_factory.mktemp("tasks-http"),
+def _settings(data_dir: Path) -> Settings:
+    return Settings(
+        data_dir=data_dir,
         auth=AuthSettings(enabled=False),
         tasks=TaskSettings(poll_interval_ms=250, default_ttl_ms=2_000, max_ttl_ms=2_000),
     )
-    with LiveServer(build_app(settings, catalog=fixture_catalog())) as live:
-        yield live
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
+    settings = _settings(tmp_path_factory.mktemp("tasks-http"))
+    with InProcessServer(build_app(settings, catalog=fixture_catalog())) as served:
+        yield served
 
 
 @pytest.fixture
-def client(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=10) as http:
+def client(server: InProcessServer) -> Iterator[httpx.Client]:
+    with server.client(timeout=10) as http:
         yield http
+
+
+@pytest.fixture
+def clock() -> OffsetClock:
+    return OffsetClock()
+
+
+@pytest.fixture
+def clocked(tmp_path: Path, clock: OffsetClock) -> Iterator[httpx.Client]:
+    """A client of a server of its own whose Tasks extension reads time from `clock`."""
+    with task_clock(clock):
+        app = build_app(_settings(tmp_path), catalog=fixture_catalog())
+    with InProcessServer(app) as served, served.client(timeout=10) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def tcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The same app behind uvicorn on 127.0.0.1, for what depends on the HTTP parser."""
+    settings = _settings(tmp_path_factory.mktemp("tasks-http-tcp"))
+    with LiveServer(build_app(settings, catalog=fixture_catalog())) as live:
+        yield live
 
 
 def error_of(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
@@ -118,11 +155,14 @@ def test_tasks_methods_need_the_extension_before_any_lookup(client: httpx.Client
         assert error["data"]["requiredCapabilities"] == {"extensions": {TASKS_EXTENSION: {}}}
 
 
-def test_unknown_and_expired_ids_get_the_same_invalid_params(client: httpx.Client) -> None:
+def test_unknown_and_expired_ids_get_the_same_invalid_params(
+    clocked: httpx.Client, clock: OffsetClock
+) -> None:
+    client = clocked
     expired = [create(client, "slow_compute", {"seconds": 0})["taskId"] for _ in TASK_METHODS]
     for task_id in expired:
         wait_for(client, task_id, "completed")
-    time.sleep(2.05)  # the server's TTL is 2 s, counted from creation
+    clock.advance(2_050)  # the server's TTL is 2 s, counted from creation
     for method, old in zip(TASK_METHODS, expired, strict=True):
         extra = {"inputResponses": {}} if method == "tasks/update" else {}
         errors = [
@@ -248,13 +288,15 @@ def test_cancel_racing_completion_ends_in_exactly_one_terminal_state(client: htt
     assert seen
 
 
-def test_whitespace_around_the_routing_name_is_not_part_of_it(
-    server: LiveServer, client: httpx.Client
-) -> None:
-    """RFC 9110 §5.5 (the parser in use may hand the value over unstripped; httpx refuses to send it)."""
-    task_id = create(client, "slow_compute", {"seconds": 0})["taskId"]
+def test_whitespace_around_the_routing_name_is_not_part_of_it(tcp_server: LiveServer) -> None:
+    """RFC 9110 §5.5 (the parser in use may hand the value over unstripped; httpx refuses to send it).
+
+    Real socket: what is under test is the value as uvicorn's parser hands it over, raw bytes sent.
+    """
+    with httpx.Client(base_url=tcp_server.url, timeout=10) as client:
+        task_id = create(client, "slow_compute", {"seconds": 0})["taskId"]
     body = message("tasks/get", {"taskId": task_id}, capabilities=WITH_TASKS)
-    connection = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]), timeout=10)
+    connection = http.client.HTTPConnection("127.0.0.1", tcp_server.port, timeout=10)
     try:
         connection.request(
             "POST", "/mcp", json.dumps(body), {**headers_for(body), "mcp-name": f"  {task_id}\t"}
@@ -265,7 +307,9 @@ def test_whitespace_around_the_routing_name_is_not_part_of_it(
         connection.close()
 
 
-def test_every_decision_is_audited_with_a_short_task_prefix(server: LiveServer, client: httpx.Client) -> None:
+def test_every_decision_is_audited_with_a_short_task_prefix(
+    server: InProcessServer, client: httpx.Client
+) -> None:
     data_dir = server.app.state.settings.data_dir  # type: ignore[attr-defined]
     mark = audit_mark(data_dir)
     task_id = create(client, "slow_compute", {"seconds": 0, "label": "do-not-log-this-argument"})["taskId"]
@@ -280,13 +324,14 @@ def test_every_decision_is_audited_with_a_short_task_prefix(server: LiveServer, 
         ("tasks/cancel", "deny", "routing_mismatch"),
         ("tasks/get", "deny", "not_found"),
     }
-    deadline = time.monotonic() + 5
-    while True:
+
+    def decisions() -> tuple[list[dict[str, Any]], set[tuple[str, str, str]]]:
         trail = audit_events(data_dir, since=mark)
-        seen = {(e["method"], e["decision"], e["reason"]) for e in trail}
-        if expected <= seen or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
+        return trail, {(e["method"], e["decision"], e["reason"]) for e in trail}
+
+    trail, seen = eventually(
+        decisions, until=lambda found: expected <= found[1], timeout=5, what="every decision audited"
+    )
     assert expected <= seen
     flat = json.dumps(trail)
     assert "do-not-log-this-argument" not in flat and task_id not in flat

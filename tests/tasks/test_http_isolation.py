@@ -1,4 +1,4 @@
-"""Cross-principal isolation over real HTTP with real tokens (auth on, JWTs from real issuers).
+"""Cross-principal isolation over HTTP (in-process) with real tokens (auth on, JWTs from real issuers).
 
 30 callers — 3 subjects x 3 tenants x 3 clients, two whose `client_id|sub` would join to the same
 string, and one that differs from another only by issuer — each own one task waiting for input.
@@ -8,13 +8,10 @@ unknown id and change nothing; the owner must still hold the creating tool's sco
 
 from __future__ import annotations
 
-import http.client
+import asyncio
 import itertools
 import json
-import threading
-import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,12 +23,12 @@ import pytest
 from aml_mcp.catalog import Catalog, ToolRegistry
 from aml_mcp.catalog.invocation import InvocationContext, elicit_form, request_input
 from aml_mcp.catalog.tools import Execution, ToolSpec
-from tests.support.mcp_http import headers_for, message
+from tests.support.asgi import InProcessServer
+from tests.support.mcp_http import WITH_TASKS, accept, headers_for, message, post
 from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server
-from tests.tasks.wire_client import WITH_TASKS, accept
+from tests.support.waiting import eventually
 
 SCOPE = "aml:draft"
-_lean = threading.local()
 NOT_FOUND = {"code": -32602, "message": "Task not found"}
 GO = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
 
@@ -71,22 +68,17 @@ class World:
 
     def send(self, token: str, method: str, params: dict[str, Any], **headers: str | None) -> httpx.Response:
         body = message(method, params, capabilities=WITH_TASKS)
-        head = {**headers_for(body, **headers), "authorization": f"Bearer {token}"}
-        return self.server.http.post("/mcp", content=json.dumps(body), headers=head)
+        return post(self.server.http, body, token=token, **headers)
 
-    def send_lean(self, token: str, method: str, params: dict[str, Any]) -> tuple[int, Any]:
-        """The same request on this thread's own keep-alive `http.client` connection (httpx costs
-        more CPU than the server it talks to, and the matrix sends thousands of requests)."""
-        connection = getattr(_lean, "connection", None)
-        if connection is None:
-            connection = http.client.HTTPConnection("127.0.0.1", self.server.live.port, timeout=15)
-            _lean.connection = connection
+    async def send_lean(self, token: str, method: str, params: dict[str, Any]) -> tuple[int, Any]:
+        """The same request handed straight to the in-process app, on its loop (httpx would cost more
+        than the server it talks to, and the matrix sends thousands of requests): status and error."""
+        served = self.server.served
+        assert isinstance(served, InProcessServer)
         body = message(method, params, capabilities=WITH_TASKS)
-        connection.request(
-            "POST", "/mcp", json.dumps(body), {**headers_for(body), "authorization": f"Bearer {token}"}
-        )
-        response = connection.getresponse()
-        return response.status, json.loads(response.read()).get("error")
+        headers = {**headers_for(body), "authorization": f"Bearer {token}"}
+        status, content = await served.exchange("POST", "/mcp", headers, json.dumps(body).encode())
+        return status, json.loads(content).get("error")
 
     def token(self, caller: Caller, scope: str) -> str:
         """A new token for the same principal with other scopes."""
@@ -137,39 +129,48 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 def _state(world: World, caller: Caller) -> dict[str, Any]:
     task_id = world.tasks[caller.label]
-    for _ in range(200):
+
+    def poll() -> dict[str, Any]:
         response = world.send(caller.token, "tasks/get", {"taskId": task_id})
         assert response.status_code == 200, response.text
         result: dict[str, Any] = response.json()["result"]
-        if result["status"] == "input_required":
-            result.pop("_meta", None)
-            return result
-        time.sleep(0.01)
-    raise AssertionError("task never asked for input")
+        return result
+
+    result = eventually(
+        poll, until=lambda r: r["status"] == "input_required", what="the task to ask for input"
+    )
+    result.pop("_meta", None)
+    return result
 
 
+@pytest.mark.slow
 def test_every_foreign_request_is_refused_like_an_unknown_id_and_changes_nothing(world: World) -> None:
     assert len(world.callers) == 30
     before = {caller.label: _state(world, caller) for caller in world.callers}
     unknown = world.send(world.callers[0].token, "tasks/get", {"taskId": "Q" * 32})
     assert unknown.status_code == 400 and unknown.json()["error"] == NOT_FOUND
 
-    def probe(pair: tuple[Caller, Caller]) -> list[tuple[str, int, Any]]:
-        owner, intruder = pair
+    async def probe(slots: asyncio.Semaphore, owner: Caller, intruder: Caller) -> list[tuple[str, int, Any]]:
         task_id = world.tasks[owner.label]
         outcomes = []
-        for method, extra in (
-            ("tasks/get", {}),
-            ("tasks/update", {"inputResponses": {"go": accept(go=True)}}),
-            ("tasks/cancel", {}),
-        ):
-            status, error = world.send_lean(intruder.token, method, {"taskId": task_id, **extra})
-            outcomes.append((f"{intruder.label} {method} on {owner.label}", status, error))
+        async with slots:
+            for method, extra in (
+                ("tasks/get", {}),
+                ("tasks/update", {"inputResponses": {"go": accept(go=True)}}),
+                ("tasks/cancel", {}),
+            ):
+                status, error = await world.send_lean(intruder.token, method, {"taskId": task_id, **extra})
+                outcomes.append((f"{intruder.label} {method} on {owner.label}", status, error))
         return outcomes
 
+    async def probe_all() -> list[list[tuple[str, int, Any]]]:
+        slots = asyncio.Semaphore(4)  # four intruders at a time
+        return await asyncio.gather(*(probe(slots, owner, intruder) for owner, intruder in pairs))
+
     pairs = [(owner, intruder) for owner in world.callers for intruder in world.callers if owner != intruder]
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        results = [outcome for batch in pool.map(probe, pairs) for outcome in batch]
+    served = world.server.served
+    assert isinstance(served, InProcessServer)
+    results = [outcome for batch in served.run(probe_all) for outcome in batch]
     assert len(results) == 30 * 29 * 3
     wrong = [r for r in results if r[1:] != (400, NOT_FOUND)]
     assert wrong == []
@@ -221,9 +222,9 @@ def test_the_owner_can_answer_and_complete(world: World) -> None:
         owner.token, "tasks/update", {"taskId": task_id, "inputResponses": {"go": accept(go=True)}}
     )
     assert answered.status_code == 200
-    for _ in range(300):
-        state = world.send(owner.token, "tasks/get", {"taskId": task_id}).json()["result"]
-        if state["status"] == "completed":
-            break
-        time.sleep(0.01)
+    state = eventually(
+        lambda: world.send(owner.token, "tasks/get", {"taskId": task_id}).json()["result"],
+        until=lambda s: s["status"] == "completed",
+        what="the owner's task to complete",
+    )
     assert state["status"] == "completed"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import anyio
 import pytest
 
 from aml_mcp.tasks.retention import Sweeper
 from aml_mcp.tasks.service import CancelVerdict
 from aml_mcp.tasks.settings import TaskSettings
+from tests.support.clocks import OffsetClock
 from tests.tasks.factories import owner
 from tests.tasks.harness import FAST, harness
 
@@ -35,18 +35,20 @@ def test_settings_refuse_inconsistent_values() -> None:
 
 async def test_ttl_runs_from_creation_and_polls_do_not_extend_it(tmp_path: Path) -> None:
     settings = FAST.model_copy(update={"max_ttl_ms": 50_000, "default_ttl_ms": 40_000})
-    async with harness(tmp_path / "db", settings) as h:
+    clock = OffsetClock()  # moved forward below instead of waiting the TTL out
+    async with harness(tmp_path / "db", settings, clock=clock) as h:
         short = await h.start("short_lived", ALICE, {"text": "x"})
         capped = await h.start("long_lived", ALICE, {"text": "x"})
         default = await h.start("echo", ALICE, {"text": "x"})
         assert short.ttl_ms == 1000 and short.expires_at == short.created_at + 1000
         assert capped.ttl_ms == 50_000 and default.ttl_ms == 40_000
-        await h.settled(short)
-        while time.time() * 1000 < short.created_at + 900:
+        for task in (short, capped, default):  # nothing running while time jumps (leases would lapse)
+            await h.settled(task)
+        while clock.now_ms() < short.created_at + 900:
             polled = await h.service.get(short.task_id, ALICE)
             assert polled is not None and polled.expires_at == short.created_at + 1000
-            await anyio.sleep(0.05)
-        await anyio.sleep(max(0.0, (short.expires_at - time.time() * 1000) / 1000) + 0.01)
+            clock.advance(50)
+        clock.advance(max(0, short.expires_at - clock.now_ms()) + 10)
         assert await h.service.get(short.task_id, ALICE) is None
         assert await h.service.cancel(short.task_id, ALICE) is CancelVerdict.NOT_FOUND
 

@@ -21,10 +21,10 @@ from aml_mcp.catalog.tools import Execution, ToolRegistry, ToolSpec
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
+from tests.support.mcp_http import create, wait_for
 from tests.support.subprocess_server import ServerProcess
 from tests.support.task_faults import open_database, owner_of, principal_of, runner_on
 from tests.tasks.factories import record
-from tests.tasks.wire_client import create, wait_for
 
 ALICE = owner_of("alice", "bank-a")
 SETTINGS = TaskSettings(
@@ -125,7 +125,7 @@ def test_a_sigterm_restart_of_the_real_server_does_not_count_as_an_attempt(tmp_p
     finally:
         server.terminate()
         assert server.wait(20) in (0, -15)
-    server = ServerProcess(args, port=server.port, env=env).start()
+    server = ServerProcess(args, env=env).start()  # a new process, on whatever port it binds
     try:
         with httpx.Client(base_url=server.url, timeout=10) as client:
             done = wait_for(client, task_id, "completed", "failed", within=15)

@@ -15,7 +15,7 @@ from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.tasks.settings import TaskSettings
 from tests.support.live_server import LiveServer
-from tests.tasks.wire_client import accept, call_tool, create, get, update, wait_for
+from tests.support.mcp_http import accept, call_tool, create, get, update, wait_for
 
 LIMIT = 4096
 

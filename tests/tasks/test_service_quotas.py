@@ -23,9 +23,9 @@ from aml_mcp.protocol.errors import TOO_MANY_TASKS
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
 from aml_mcp.tasks.settings import TaskSettings
 from tests.support.live_server import LiveServer
+from tests.support.mcp_http import call_tool, cancel, create, wait_for
 from tests.support.oauth import audit_mark, wait_for_audit
 from tests.support.task_faults import Runner, owner_of, principal_of, runner_on
-from tests.tasks.wire_client import call_tool, cancel, create, wait_for
 
 ALICE = owner_of("alice", "bank-a")
 BOB = owner_of("bob", "bank-a")

@@ -1,22 +1,23 @@
-"""`search_aml_notes` over real HTTP with real tokens: results, filters, errors, scopes, isolation."""
+"""`search_aml_notes` over HTTP (in-process) with real tokens: results, filters, errors, scopes, isolation."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aml_mcp.aml.demo.corpus import DemoNote
-from tests.aml_tools.conftest import A, AmlClient, B, C, aml_server, assert_matches_output_schema
+from tests.aml.tools.aml_client import A, AmlClient, B, C, aml_server, assert_matches_output_schema
 from tests.support.oauth import TestIssuer
 
 
 @pytest.fixture(scope="module")
-def aml(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer) -> Iterator[AmlClient]:
-    with aml_server(tmp_path_factory.mktemp("aml-search"), issuer) as client:
+def aml(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer, demo_data: Path) -> Iterator[AmlClient]:
+    with aml_server(tmp_path_factory.mktemp("aml-search"), issuer, demo=demo_data) as client:
         yield client
 
 
@@ -150,6 +151,7 @@ def _probes_from(victim: list[DemoNote], rng: random.Random) -> list[dict[str, A
     return probes
 
 
+@pytest.mark.slow
 def test_no_query_filter_or_argument_returns_another_banks_note(
     aml: AmlClient, demo_notes: dict[str, list[DemoNote]]
 ) -> None:

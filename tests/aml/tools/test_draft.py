@@ -1,24 +1,18 @@
-"""`draft_sar_batch` as a task over real HTTP: drafts, analyst questions, not-found cases, isolation."""
+"""`draft_sar_batch` as a task (in-process HTTP): drafts, analyst questions, not-found cases, isolation."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aml_mcp.aml.demo.corpus import DemoNote
 from aml_mcp.aml.notes import CaseNote
-from tests.aml_tools.conftest import (
-    TASKS_ONLY,
-    A,
-    AmlClient,
-    B,
-    aml_server,
-    assert_matches_output_schema,
-    cases_of,
-)
+from tests.aml.tools.aml_client import A, AmlClient, B, aml_server, assert_matches_output_schema, cases_of
+from tests.support.mcp_http import TASKS_ONLY
 from tests.support.oauth import TestIssuer
 
 DRAFT = "aml:draft"
@@ -26,8 +20,8 @@ _AMBIGUOUS = re.compile(r"involves accounts (.+?) and (.+?); it is not yet confi
 
 
 @pytest.fixture(scope="module")
-def aml(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer) -> Iterator[AmlClient]:
-    with aml_server(tmp_path_factory.mktemp("aml-draft"), issuer) as client:
+def aml(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer, demo_data: Path) -> Iterator[AmlClient]:
+    with aml_server(tmp_path_factory.mktemp("aml-draft"), issuer, demo=demo_data) as client:
         yield client
 
 

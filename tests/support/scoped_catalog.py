@@ -6,17 +6,14 @@ nothing from the request body — is what reaches tool code.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import mcp_types as types
-import pytest
 
 from aml_mcp.aml.tools.scopes import SCOPE_HIERARCHY
 from aml_mcp.catalog import Catalog, ToolRegistry
 from aml_mcp.catalog.invocation import InvocationContext
 from aml_mcp.catalog.tools import ToolSpec
-from tests.support.oauth import TestIssuer
 
 SCOPED_TOOLS = {"probe_read": "aml:read", "probe_eval": "aml:eval", "probe_draft": "aml:draft"}
 
@@ -55,9 +52,3 @@ def scoped_catalog() -> Catalog:
         )
     )
     return Catalog(tools=tools, scope_hierarchy=SCOPE_HIERARCHY)
-
-
-@pytest.fixture(scope="module")
-def issuer() -> Iterator[TestIssuer]:
-    with TestIssuer() as running:
-        yield running

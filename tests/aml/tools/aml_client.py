@@ -1,41 +1,35 @@
-"""Real servers serving the AML catalog over HTTP with real tokens, on a small demo corpus.
+"""Real servers serving the AML catalog with real tokens, on a small demo corpus, and the client the AML
+tool tests call them with.
 
-Each test module starts its own server (module-scoped) on its own data directory, loaded with
-`NOTES_PER_BANK` demo notes per bank the way `aml-mcp serve` loads them on a first start. The
-generated demo notes are kept in memory too, so tests know which notes belong to which bank.
+Each test module starts its own server (module-scoped) on its own data directory: a copy of one
+directory loaded once per session with `NOTES_PER_BANK` demo notes per bank, the way `aml-mcp
+serve` loads them on a first start (the `demo_data` fixture). The
+generated demo notes are kept in memory too (the `demo_notes` fixture), so tests know which notes
+belong to which bank.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import jsonschema_rs
-import pytest
 
-from aml_mcp.aml.demo.corpus import TENANTS, DemoNote, generate_notes
+from aml_mcp.aml.demo.corpus import TENANTS, DemoNote
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.aml.notes import CaseNote
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.tasks.settings import TaskSettings
-from tests.support.mcp_http import TASKS_EXTENSION
+from tests.support.mcp_http import WITH_TASKS, call_tool, create, get, task_request, wait_for
 from tests.support.oauth import SecuredServer, TestIssuer, secured_server
 
 NOTES_PER_BANK = 150
 A, B, C = (t.name for t in TENANTS)
-WITH_TASKS: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {}}
-TASKS_ONLY: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 FAST_TASKS = TaskSettings(poll_interval_ms=50, heartbeat_ms=200, lease_ms=2000, claim_interval_ms=500)
-
-
-@pytest.fixture(scope="session")
-def demo_notes() -> dict[str, list[DemoNote]]:
-    """The demo corpus every test server holds, by bank."""
-    return {t.name: generate_notes(t, NOTES_PER_BANK) for t in TENANTS}
 
 
 def cases_of(notes: list[DemoNote]) -> dict[str, list[CaseNote]]:
@@ -45,23 +39,23 @@ def cases_of(notes: list[DemoNote]) -> dict[str, list[CaseNote]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def issuer() -> Iterator[TestIssuer]:
-    with TestIssuer() as running:
-        yield running
+def load_demo(data_dir: Path) -> dict[str, int]:
+    """The demo corpus loaded into `data_dir` as `aml-mcp serve` does on a first start; notes per bank."""
+    return load_demo_if_empty(AmlSettings(demo_notes_per_tenant=NOTES_PER_BANK), data_dir)
 
 
 @contextlib.contextmanager
-def aml_server(data_dir: Path, issuer: TestIssuer, **aml: Any) -> Iterator[AmlClient]:
-    """The default catalog (the AML tools) on a demo-loaded data directory, auth on."""
+def aml_server(data_dir: Path, issuer: TestIssuer, *, demo: Path, **aml: Any) -> Iterator[AmlClient]:
+    """The default catalog (the AML tools) on a copy of the demo-loaded data directory `demo`, auth on."""
+    shutil.copytree(demo, data_dir, dirs_exist_ok=True)
     settings = AmlSettings(demo_notes_per_tenant=NOTES_PER_BANK, **aml)
-    load_demo_if_empty(settings, data_dir)
+    assert load_demo_if_empty(settings, data_dir) == {}  # a loaded store is left alone, as on a restart
     with secured_server(data_dir, None, issuer=issuer, aml=settings, tasks=FAST_TASKS) as server:  # type: ignore[arg-type]
         yield AmlClient(server)
 
 
 class AmlClient:
-    """Calls the AML tools as a given caller (tenant, subject, client, scopes), over real HTTP."""
+    """Calls the AML tools as a given caller (tenant, subject, client, scopes)."""
 
     def __init__(self, server: SecuredServer) -> None:
         self.server = server
@@ -87,11 +81,12 @@ class AmlClient:
         capabilities: dict[str, Any] | None = None,
         **who: str,
     ) -> httpx.Response:
-        return self.server.post(
-            "tools/call",
-            {"name": name, "arguments": arguments},
-            token=self.token(tenant, scope, **who),
+        return call_tool(
+            self.server.http,
+            name,
+            arguments,
             capabilities=capabilities if capabilities is not None else WITH_TASKS,
+            token=self.token(tenant, scope, **who),
         )
 
     def result(self, name: str, arguments: dict[str, Any], *, tenant: str, scope: str = "aml:read") -> Any:
@@ -118,36 +113,26 @@ class AmlClient:
         capabilities: dict[str, Any] | None = None,
         **who: str,
     ) -> str:
-        response = self.call(name, arguments, tenant=tenant, scope=scope, capabilities=capabilities, **who)
-        assert response.status_code == 200, response.text
-        result = response.json()["result"]
-        assert result["resultType"] == "task", result
-        task_id: str = result["taskId"]
+        created = create(
+            self.server.http,
+            name,
+            arguments,
+            capabilities=capabilities if capabilities is not None else WITH_TASKS,
+            token=self.token(tenant, scope, **who),
+        )
+        task_id: str = created["taskId"]
         return task_id
 
     def task(self, method: str, task_id: str, *, tenant: str, scope: str, **extra: Any) -> httpx.Response:
-        return self.server.post(
-            method, {"taskId": task_id, **extra}, token=self.token(tenant, scope), capabilities=WITH_TASKS
-        )
+        return task_request(self.server.http, method, task_id, extra=extra, token=self.token(tenant, scope))
 
     def get(self, task_id: str, *, tenant: str, scope: str) -> dict[str, Any]:
-        response = self.task("tasks/get", task_id, tenant=tenant, scope=scope)
-        assert response.status_code == 200, response.text
-        state: dict[str, Any] = response.json()["result"]
-        return state
+        return get(self.server.http, task_id, token=self.token(tenant, scope))
 
     def wait_for(
         self, task_id: str, *statuses: str, tenant: str, scope: str, within: float = 30.0
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + within
-        while True:
-            state = self.get(task_id, tenant=tenant, scope=scope)
-            if state["status"] in statuses:
-                return state
-            assert time.monotonic() < deadline, (
-                f"task stayed {state['status']} ({state.get('statusMessage')})"
-            )
-            time.sleep(0.02)
+        return wait_for(self.server.http, task_id, *statuses, within=within, token=self.token(tenant, scope))
 
 
 def assert_matches_output_schema(tool: dict[str, Any], structured: Any) -> None:

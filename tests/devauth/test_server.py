@@ -1,4 +1,4 @@
-"""The development authorization server over real HTTP: what it refuses, what it issues, and how."""
+"""The development authorization server over HTTP (in-process): what it refuses, what it issues, and how."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 
 from aml_mcp.cli import main as cli_main
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, service_client_secret
-from tests.auth.conftest import scoped_catalog
 from tests.support.oauth import SecuredServer, approve, consent_form, secured_server
+from tests.support.scoped_catalog import scoped_catalog
 
 REDIRECT = "http://127.0.0.1:9/callback"
 
@@ -62,10 +62,10 @@ def _redirect_params(location: str) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
 
 
-def _code(meta: dict[str, Any], user: str, **params: str) -> tuple[str, str]:
+def _code(server: SecuredServer, meta: dict[str, Any], user: str, **params: str) -> tuple[str, str]:
     verifier, challenge = _pkce()
     url = _authorize_url(meta, code_challenge=challenge, code_challenge_method="S256", **params)
-    return _redirect_params(approve(url, user))["code"], verifier
+    return _redirect_params(approve(url, user, browser=server.client()))["code"], verifier
 
 
 def _exchange(
@@ -93,18 +93,18 @@ def test_metadata_advertises_what_mcp_clients_check(server: SecuredServer, meta:
     assert jwks["keys"] and all("d" not in key and key["alg"] == "RS256" for key in jwks["keys"])
 
 
-def test_pkce_is_required(meta: dict[str, Any]) -> None:
-    answer = httpx.get(_authorize_url(meta), follow_redirects=False)
+def test_pkce_is_required(server: SecuredServer, meta: dict[str, Any]) -> None:
+    answer = server.http.get(_authorize_url(meta), follow_redirects=False)
     assert answer.status_code == 302
     params = _redirect_params(answer.headers["location"])
     assert params["error"] == "invalid_request" and params["state"] == "st-1"
     assert params["iss"] == meta["issuer"]  # RFC 9207 on error responses too
 
 
-def test_plain_pkce_is_refused(meta: dict[str, Any]) -> None:
+def test_plain_pkce_is_refused(server: SecuredServer, meta: dict[str, Any]) -> None:
     verifier, _ = _pkce()
     url = _authorize_url(meta, code_challenge=verifier, code_challenge_method="plain")
-    params = _redirect_params(httpx.get(url, follow_redirects=False).headers["location"])
+    params = _redirect_params(server.http.get(url, follow_redirects=False).headers["location"])
     assert params["error"] == "invalid_request"
 
 
@@ -114,10 +114,10 @@ def test_plain_pkce_is_refused(meta: dict[str, Any]) -> None:
     ids=["client", "redirect"],
 )
 def test_unknown_client_or_redirect_is_never_redirected_to(
-    meta: dict[str, Any], params: dict[str, str]
+    server: SecuredServer, meta: dict[str, Any], params: dict[str, str]
 ) -> None:
     _, challenge = _pkce()
-    answer = httpx.get(
+    answer = server.http.get(
         _authorize_url(meta, code_challenge=challenge, code_challenge_method="S256", **params),
         follow_redirects=False,
     )
@@ -125,10 +125,12 @@ def test_unknown_client_or_redirect_is_never_redirected_to(
     assert "location" not in answer.headers
 
 
-def test_wrong_password_shows_the_page_again_and_deny_redirects_access_denied(meta: dict[str, Any]) -> None:
+def test_wrong_password_shows_the_page_again_and_deny_redirects_access_denied(
+    server: SecuredServer, meta: dict[str, Any]
+) -> None:
     _, challenge = _pkce()
     url = _authorize_url(meta, code_challenge=challenge, code_challenge_method="S256")
-    with httpx.Client(follow_redirects=False) as browser:
+    with server.client() as browser:
         page = browser.get(url)
         assert page.status_code == 200 and "127.0.0.1" in page.text and "aml:read" in page.text
         wrong = browser.post(url, data=consent_form(page.text, "alice", "nope", "approve"))
@@ -136,16 +138,16 @@ def test_wrong_password_shows_the_page_again_and_deny_redirects_access_denied(me
         forged = consent_form(page.text, "alice", None, "approve")
         forged["scope"] = ["aml:admin"]  # changing the request under the form's signature is caught
         assert browser.post(url, data=forged).status_code == 400
-    denied = _redirect_params(approve(url, "alice", decision="deny"))
+    denied = _redirect_params(approve(url, "alice", decision="deny", browser=server.client()))
     assert (
         denied["error"] == "access_denied" and denied["iss"] == meta["issuer"] and denied["state"] == "st-1"
     )
 
 
 def test_code_is_single_use_and_bound_to_the_verifier(server: SecuredServer, meta: dict[str, Any]) -> None:
-    code, verifier = _code(meta, "alice")
+    code, verifier = _code(server, meta, "alice")
     assert _exchange(server, meta, code, "x" * 50).json()["error"] == "invalid_grant"
-    code, verifier = _code(meta, "alice")
+    code, verifier = _code(server, meta, "alice")
     assert _exchange(server, meta, code, verifier).status_code == 200
     assert _exchange(server, meta, code, verifier).json()["error"] == "invalid_grant"
 
@@ -153,19 +155,19 @@ def test_code_is_single_use_and_bound_to_the_verifier(server: SecuredServer, met
 def test_resource_becomes_aud_and_must_not_change_at_the_token_endpoint(
     server: SecuredServer, meta: dict[str, Any]
 ) -> None:
-    code, verifier = _code(meta, "bob", resource="https://weather.example/mcp")
+    code, verifier = _code(server, meta, "bob", resource="https://weather.example/mcp")
     mismatch = _exchange(server, meta, code, verifier, resource=server.resource)
     assert mismatch.status_code == 400 and mismatch.json()["error"] == "invalid_target"
-    code, verifier = _code(meta, "bob", resource="https://weather.example/mcp")
+    code, verifier = _code(server, meta, "bob", resource="https://weather.example/mcp")
     token = _exchange(server, meta, code, verifier).json()
     assert _claims(token["access_token"])["aud"] == "https://weather.example/mcp"
     assert server.post("tools/list", token=token["access_token"]).status_code == 401
-    code, verifier = _code(meta, "bob")  # no resource → this server is the default audience
+    code, verifier = _code(server, meta, "bob")  # no resource → this server is the default audience
     assert _claims(_exchange(server, meta, code, verifier).json()["access_token"])["aud"] == server.resource
 
 
 def test_users_grant_only_scopes_they_hold(server: SecuredServer, meta: dict[str, Any]) -> None:
-    code, verifier = _code(meta, "bob", scope="aml:read aml:draft")
+    code, verifier = _code(server, meta, "bob", scope="aml:read aml:draft")
     token = _exchange(server, meta, code, verifier).json()
     assert token["scope"] == "aml:read"
     claims = _claims(token["access_token"])
@@ -228,7 +230,7 @@ def test_dynamic_registration_rules(server: SecuredServer, meta: dict[str, Any])
     url = _authorize_url(
         meta, client_id=info["client_id"], code_challenge=challenge, code_challenge_method="S256"
     )
-    code = _redirect_params(approve(url, "dave"))["code"]
+    code = _redirect_params(approve(url, "dave", browser=server.client()))["code"]
     token = server.http.post(
         meta["token_endpoint"],
         data={
@@ -258,7 +260,7 @@ def test_key_rotation_keeps_old_tokens_valid(server: SecuredServer, meta: dict[s
 def test_token_command_prints_a_token_this_server_accepts(
     server: SecuredServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["token", "--data-dir", str(server.data_dir), "--port", str(server.live.port)]
+    args = ["token", "--data-dir", str(server.data_dir), "--port", str(server.port)]
     args += ["--subject", "dave", "--tenant", "bank-b", "--client", "script", "--scope", "aml:read aml:eval"]
     assert cli_main(args) == 0
     token = capsys.readouterr().out.strip()

@@ -1,4 +1,4 @@
-"""The seed's seven-step flow (section B), end to end over real HTTP against the embedded dev issuer.
+"""The seed's seven-step flow (section B), end to end over HTTP (in-process) against the embedded dev issuer.
 
 1. client → server: tools/call without a token
 2. server → client: 401 + WWW-Authenticate pointing at /.well-known/oauth-protected-resource (RFC 9728)
@@ -22,8 +22,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from tests.auth.conftest import scoped_catalog
 from tests.support.oauth import SecuredServer, approve, secured_server
+from tests.support.scoped_catalog import scoped_catalog
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never contacted: the test reads the redirect itself
 
@@ -58,7 +58,7 @@ def _authorize(
             "resource": resource,
         }
     )
-    location = approve(f"{as_meta['authorization_endpoint']}?{query}", user)
+    location = approve(f"{as_meta['authorization_endpoint']}?{query}", user, browser=server.client())
     assert location.startswith(REDIRECT_URI)
     answer = {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
     assert answer["state"] == state

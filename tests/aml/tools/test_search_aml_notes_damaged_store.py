@@ -10,7 +10,7 @@ import pytest
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.aml.note_store import DB_FILE_NAME
 from aml_mcp.aml.settings import AmlSettings
-from tests.aml_tools.conftest import NOTES_PER_BANK, A, AmlClient
+from tests.aml.tools.aml_client import NOTES_PER_BANK, A, AmlClient
 from tests.support.damaged_files import checkpointed, scramble_middle
 from tests.support.oauth import TestIssuer, secured_server
 
@@ -24,7 +24,7 @@ def test_readiness_and_search_on_a_damaged_notes_store(
     if damaged:
         checkpointed(tmp_path / DB_FILE_NAME)
         scramble_middle(tmp_path / DB_FILE_NAME)
-    with secured_server(tmp_path, None, issuer=issuer, aml=settings) as server:  # type: ignore[arg-type]
+    with secured_server(tmp_path, None, issuer=issuer, aml=settings, real_socket=True) as server:  # type: ignore[arg-type]
         ready = httpx.get(f"{server.url}/readyz")
         response = AmlClient(server).call(
             "search_aml_notes", {"query": "cash deposits"}, tenant=A, scope="aml:read"

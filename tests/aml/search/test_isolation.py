@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from aml_mcp.aml.demo.corpus import TENANTS, DemoCorpus
 from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.search.engine import NoteSearch, SearchMode, SearchRequest
@@ -34,6 +36,7 @@ def _queries_against(victim: str, corpus: DemoCorpus, rng: random.Random) -> lis
     return requests
 
 
+@pytest.mark.slow
 def test_no_search_returns_another_tenants_note(
     demo_store: NoteStore, demo_corpus: DemoCorpus, searcher: NoteSearch
 ) -> None:

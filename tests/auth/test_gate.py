@@ -1,4 +1,4 @@
-"""The bearer gate over real HTTP: every way a token can be wrong, each refused with the right
+"""The bearer gate over HTTP (in-process): every way a token can be wrong, each refused with the right
 status, `WWW-Authenticate` challenge and audit record (real signed JWTs, a real JWKS over HTTP)."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from aml_mcp.cli import main as cli_main
-from tests.auth.conftest import SCOPED_TOOLS, scoped_catalog
 from tests.support.oauth import SecuredServer, TestIssuer, secured_server
+from tests.support.scoped_catalog import SCOPED_TOOLS, scoped_catalog
+from tests.support.waiting import eventually
 
 METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"
 
@@ -252,12 +253,13 @@ def test_an_unscoped_tool_needs_only_authentication(server: SecuredServer) -> No
 
 def _refused_within(server: SecuredServer, token: str, seconds: float = 5.0) -> httpx.Response:
     """`aml-mcp revoke` writes the store; the running server re-reads the list every 0.2 s here."""
-    deadline = time.monotonic() + seconds
-    while True:
-        response = server.post("tools/list", token=token)
-        if response.status_code != 200 or time.monotonic() > deadline:
-            return response
-        time.sleep(0.05)
+    return eventually(
+        lambda: server.post("tools/list", token=token),
+        until=lambda response: response.status_code != 200,
+        timeout=seconds,
+        interval=0.05,
+        what="the revocation to reach the server",
+    )
 
 
 def _jti(token: str) -> str:
@@ -269,7 +271,8 @@ def test_revoked_jti_is_refused(server: SecuredServer, issuer: TestIssuer) -> No
     untouched = server.mint(subject="erin")
     assert server.post("tools/list", token=token).status_code == 200
     mark = server.audit_mark()
-    assert cli_main(["revoke", "--data-dir", str(server.data_dir), "--jti", _jti(token)]) == 0
+    # `--jti=...`: a random token id may start with "-", which argparse would take for an option.
+    assert cli_main(["revoke", "--data-dir", str(server.data_dir), f"--jti={_jti(token)}"]) == 0
     response = _refused_within(server, token)
     assert response.status_code == 401
     assert _challenge_params(response.headers["www-authenticate"])["error"] == "invalid_token"
@@ -287,10 +290,11 @@ def test_revoked_subject_is_refused_until_lifted(server: SecuredServer, issuer: 
     assert server.post("tools/list", token=server.mint(subject="mallory")).status_code == 401
     assert server.post("tools/list", token=server.mint(subject="trent")).status_code == 200
     assert cli_main([*revoke, "--lift"]) == 0
-    deadline = time.monotonic() + 5
-    while server.post("tools/list", token=token).status_code != 200:
-        assert time.monotonic() < deadline, "lifting the revocation did not reach the server"
-        time.sleep(0.05)
+    assert eventually(
+        lambda: server.post("tools/list", token=token).status_code == 200,
+        interval=0.05,
+        what="lifting the revocation to reach the server",
+    )
 
 
 def test_key_rotation_is_followed_and_unknown_kids_do_not_flood_the_issuer(
@@ -308,8 +312,8 @@ def test_key_rotation_is_followed_and_unknown_kids_do_not_flood_the_issuer(
 def test_two_authorization_headers_are_refused(server: SecuredServer) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
     token = server.mint()
-    response = httpx.post(
-        server.url + "/mcp",
+    response = server.http.post(
+        "/mcp",
         content=body,
         headers=[
             ("content-type", "application/json"),

@@ -1,4 +1,4 @@
-"""`run_full_eval` as a task over real HTTP: check pass rate, retrieval metrics, baselines, foreign ids."""
+"""`run_full_eval` as a task (in-process HTTP): check pass rate, retrieval metrics, baselines, foreign ids."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from aml_mcp.aml.demo.corpus import DemoNote
 from aml_mcp.aml.sar.checks import CHECKS
 from aml_mcp.cli import main as cli_main
-from tests.aml_tools.conftest import A, AmlClient, C, aml_server, assert_matches_output_schema, cases_of
+from tests.aml.tools.aml_client import A, AmlClient, C, aml_server, assert_matches_output_schema, cases_of
 from tests.support.oauth import TestIssuer
 
 EVAL = "aml:eval"
@@ -64,12 +64,15 @@ def _acme_notes(demo_notes: dict[str, list[DemoNote]]) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def aml(
-    tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer, demo_notes: dict[str, list[DemoNote]]
+    tmp_path_factory: pytest.TempPathFactory,
+    issuer: TestIssuer,
+    demo_notes: dict[str, list[DemoNote]],
+    demo_data: Path,
 ) -> Iterator[AmlClient]:
     data_dir: Path = tmp_path_factory.mktemp("aml-eval")
     source = data_dir / "acme.jsonl"
     source.write_text("".join(json.dumps(n) + "\n" for n in _acme_notes(demo_notes)))
-    with aml_server(data_dir, issuer) as client:
+    with aml_server(data_dir, issuer, demo=demo_data) as client:
         # `aml-mcp ingest` into the running server's data directory: visible without a restart.
         assert cli_main(["ingest", str(source), "--tenant", OWN, "--data-dir", str(data_dir)]) == 0
         yield client
@@ -113,6 +116,7 @@ def test_a_demo_bank_gets_check_pass_rate_and_retrieval_metrics(
     assert "Code checks:" in result["content"][0]["text"]
 
 
+@pytest.mark.slow
 def test_baselines_are_saved_compared_and_kept_per_bank(aml: AmlClient) -> None:
     first = _evaluate(aml, A, save_as_baseline=True)["structuredContent"]
     saved = first["saved_baseline"]["baseline_id"]

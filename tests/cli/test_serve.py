@@ -1,0 +1,36 @@
+"""`aml-mcp serve` keeps an unauthenticated server, or the development issuer, on loopback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aml_mcp.cli import main as cli_main
+from aml_mcp.cli.serve import serve_refusal
+from aml_mcp.config import AuthSettings, Settings
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"AML_MCP_AUTH__ENABLED": "false"}, {}],
+    ids=["auth off", "dev authorization server on"],
+)
+def test_serve_refuses_a_non_loopback_host_without_real_auth(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli_main(["serve", "--host", "0.0.0.0", "--data-dir", str(tmp_path)]) == 2  # noqa: S104
+    assert "refusing to serve on 0.0.0.0" in capsys.readouterr().err
+
+
+def test_serve_refuses_exposure(tmp_path: Path) -> None:
+    def refusal(**auth: Any) -> str | None:
+        return serve_refusal(Settings(host="0.0.0.0", data_dir=tmp_path, auth=AuthSettings(**auth)))  # noqa: S104
+
+    assert "authentication is off" in (refusal(enabled=False) or "")
+    assert "development authorization server" in (refusal() or "")
+    assert refusal(dev={"enabled": False}, issuers=[{"issuer": "https://id.example"}]) is None
+    assert serve_refusal(Settings(data_dir=tmp_path, auth=AuthSettings(enabled=False))) is None
