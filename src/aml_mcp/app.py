@@ -44,6 +44,7 @@ from aml_mcp.subscriptions.bus import LocalEventBus
 from aml_mcp.subscriptions.events import AccessChanged, ListChanged
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams, listen_scope_rule
 from aml_mcp.subscriptions.policy import CredentialPolicy
+from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.wiring import build_tasks
 
 logger = logging.getLogger(__name__)
@@ -64,8 +65,11 @@ class Runtime:
                 logger.exception("shutdown hook raised")
 
 
-def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlette:
-    """Build the ASGI application described by `settings`, serving `catalog` (default: the AML tools)."""
+def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Clock | None = None) -> Starlette:
+    """Build the ASGI application described by `settings`, serving `catalog` (default: the AML tools).
+
+    `clock` is the time the Tasks extension reads (creation, expiry, leases); default the system's.
+    """
     data_dir = settings.ensure_data_dir()
     runtime = Runtime()
     database = SqliteDatabase(data_dir / "aml-mcp.db")
@@ -79,6 +83,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
         file_backups=settings.auth.audit_file_backups,
         anonymous_window_seconds=settings.auth.audit_anonymous_window_seconds,
         anonymous_max_distinct=settings.auth.audit_anonymous_max_distinct,
+        flush_seconds=settings.auth.audit_flush_seconds,
     )
     # Entered in this order, left in reverse: the audit trail outlives everything that records into it.
     components: list[Component] = [audit]
@@ -93,7 +98,9 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None) -> Starlett
     configured = settings.auth.scope_hierarchy
     hierarchy = ScopeHierarchy(configured if configured is not None else catalog.scope_hierarchy)
 
-    tasks = build_tasks(settings.tasks, database=database, tools=tools, audit=audit.log.record, bus=bus)
+    tasks = build_tasks(
+        settings.tasks, database=database, tools=tools, audit=audit.log.record, bus=bus, clock=clock
+    )
     scope_rules = ScopeRules(
         {"tools/call": StaticScopeRule(tools.scope_needed)},
         tasks.scope_rules,

@@ -61,7 +61,6 @@ from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.devauth.minting import MintedToken
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import token_minter
-from tests.support.app_hooks import audit_flush
 from tests.support.asgi import DEFAULT_PORT, InProcessServer
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import message, post
@@ -359,6 +358,7 @@ def auth_settings(issuers: Sequence[TestIssuer] = (), *, dev: bool = False, **ov
         "dev": DevAuthSettings(enabled=dev),
         "jwks_refetch_interval_seconds": 0.0,
         "revocation_refresh_seconds": 0.2,
+        "audit_flush_seconds": AUDIT_FLUSH_SECONDS,
         **overrides,
     }
     return AuthSettings(**values)
@@ -389,8 +389,7 @@ def secured_server(
         log_level="warning",
         **settings_overrides,
     )
-    with audit_flush(AUDIT_FLUSH_SECONDS):
-        app = build_app(settings, catalog=catalog)
+    app = build_app(settings, catalog=catalog)
     if live is None:
         with InProcessServer(app, port=settings.port) as served, served.client() as http:
             yield SecuredServer(served=served, settings=settings, issuer=issuer, http=http)

@@ -23,7 +23,6 @@ from aml_mcp.app import build_app
 from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.tasks.settings import TaskSettings
-from tests.support.app_hooks import task_clock
 from tests.support.asgi import InProcessServer
 from tests.support.clocks import OffsetClock
 from tests.support.live_server import LiveServer
@@ -79,8 +78,7 @@ def clock() -> OffsetClock:
 @pytest.fixture
 def clocked(tmp_path: Path, clock: OffsetClock) -> Iterator[httpx.Client]:
     """A client of a server of its own whose Tasks extension reads time from `clock`."""
-    with task_clock(clock):
-        app = build_app(_settings(tmp_path), catalog=fixture_catalog())
+    app = build_app(_settings(tmp_path), catalog=fixture_catalog(), clock=clock)
     with InProcessServer(app) as served, served.client(timeout=10) as http:
         yield http
 

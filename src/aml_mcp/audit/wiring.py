@@ -54,6 +54,7 @@ def build_audit(
     file_backups: int = DEFAULT_FILE_BACKUPS,
     anonymous_window_seconds: float = DEFAULT_WINDOW_SECONDS,
     anonymous_max_distinct: int = DEFAULT_MAX_DISTINCT,
+    flush_seconds: float = 0.1,
 ) -> AuditTrail:
     """Events go to the database table, and optionally to `DATA_DIR/audit.jsonl` and a logger."""
     sinks: list[AuditSink] = [StoreSink(database)]
@@ -64,6 +65,7 @@ def build_audit(
         sinks.append(LoggerSink())
     log = AuditLog(
         sinks,
+        flush_seconds=flush_seconds,
         anonymous_window_seconds=anonymous_window_seconds,
         anonymous_max_distinct=anonymous_max_distinct,
     )

@@ -151,6 +151,9 @@ class ResourceServerSettings(_Group):
     """Kinds (reason, method, target) of anonymous refusal recorded on their own per window;
     further kinds are folded into one summary per reason, so varying the request does not
     defeat the limit."""
+    audit_flush_seconds: float = Field(default=0.1, gt=0, le=10)
+    """How often queued audit events are handed to the table and the file. Recording never waits
+    for this; it bounds how long an event takes to become visible to `aml-mcp audit tail`."""
     introspection: IntrospectionSettings | None = None
     """RFC 7662 introspection for opaque (non-JWT) access tokens, with the fields below. Answers are cached
     by token digest, never past the token's `exp`.
