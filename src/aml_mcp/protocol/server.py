@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from aml_mcp._version import __version__
 from aml_mcp.catalog import Catalog
-from aml_mcp.catalog.tools import Execution, ToolSpec, tool_error
+from aml_mcp.catalog.tools import Execution, ToolOutcome, ToolSpec, tool_error
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.capabilities import declared, declares_tasks
 from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
@@ -102,6 +102,18 @@ async def _guarded(outcome: Awaitable[T]) -> T:
         raise MCPError(code=INTERNAL_ERROR, message="Internal error") from None
 
 
+def _tool_result(outcome: ToolOutcome) -> types.CallToolResult:
+    """A body may return a `CallToolResult` or its plain-dict form (as a task body may): the same
+    result either way, validated here, so the wire always carries a well-formed result."""
+    if isinstance(outcome, types.CallToolResult):
+        return outcome
+    try:
+        return types.CallToolResult.model_validate(outcome)
+    except ValidationError:
+        logger.exception("a tool body returned an invalid result")
+        raise MCPError(code=INTERNAL_ERROR, message="Tool returned an invalid result") from None
+
+
 class Handlers:
     """The request handlers, reading everything from the catalog."""
 
@@ -138,7 +150,7 @@ class Handlers:
         as_task = tool.execution is Execution.TASK or (tool.execution is Execution.AUTO and tasks_declared)
         try:
             if not as_task:
-                return await _guarded(tool.body(arguments, run_ctx))
+                return _tool_result(await _guarded(tool.body(arguments, run_ctx)))
             if self.tasks is None:
                 raise MCPError(code=INTERNAL_ERROR, message="Tasks are not available on this server")
             if tool.preflight is not None:
