@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
@@ -29,12 +30,16 @@ from aml_mcp.auth.wiring import LocalIssuer, build_auth
 from aml_mcp.catalog import Catalog
 from aml_mcp.component import Component, Parts
 from aml_mcp.config import Settings
-from aml_mcp.devauth.wiring import build_dev_auth
+from aml_mcp.devauth.sqlite_store import DevClient
+from aml_mcp.devauth.users import UserDirectory
+from aml_mcp.devauth.wiring import DevAuth, build_dev_auth
 from aml_mcp.http.availability import RefuseWhileUnavailable
 from aml_mcp.http.endpoint import Admission, McpEndpoint
 from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import NotReady, ReadinessProbe, healthz, readyz
 from aml_mcp.http.limits import HeaderLimits
+from aml_mcp.lab.simulation import Simulation
+from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_redirect_uri
 from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
 from aml_mcp.secrets_store import load_or_create_secret
@@ -105,16 +110,24 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         {"tools/call": StaticScopeRule(tools.scope_needed)},
         tasks.scope_rules,
         {"subscriptions/listen": listen_scope_rule(tasks.following)},
+        lab_scope_rules(settings.lab) if settings.lab_served else {},
     )
 
     local_issuers: list[LocalIssuer] = []
+    dev: DevAuth | None = None
     if settings.auth.enabled and settings.auth.dev.enabled:
+        page_client = DevClient(
+            client_id=settings.lab.client_id,
+            redirect_uris=(page_redirect_uri(settings.resource_url),),
+            client_name="aml-mcp lab (web page)",
+        )
         dev = build_dev_auth(
             settings.auth.dev,
             data_dir=data_dir,
             resource_url=settings.resource_url,
             tenant_claim=settings.auth.tenant_claim,
             hierarchy=hierarchy,
+            preregistered=[page_client] if settings.lab_served else [],
         )
         local_issuers.append(LocalIssuer(dev.issuer, dev.fetch_jwks))
         components.append(dev)
@@ -129,6 +142,17 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         local_issuers=local_issuers,
     )
     components.append(auth)
+    if settings.lab_served:
+        components.append(
+            build_lab(
+                settings.lab,
+                admission=auth.admission,
+                database=database,
+                resource_url=settings.resource_url,
+                tenant_claim=settings.auth.tenant_claim,
+                simulation=_simulation(dev) if dev is not None else None,
+            )
+        )
 
     tools.changes.add(lambda: bus.publish(ListChanged("tools")))
     served = {"tools"}
@@ -223,6 +247,31 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     app.state.listen = listen
     app.state.audit = audit.log
     return app
+
+
+def _simulation(dev: DevAuth) -> Simulation:
+    """The lab's flawed tokens, signed by the development issuer for the demo users' banks."""
+
+    def mint(
+        *,
+        subject: str,
+        tenant: str,
+        client_id: str,
+        scopes: Sequence[str],
+        audience: str | None = None,
+        claims: dict[str, Any] | None = None,
+    ) -> tuple[str, str]:
+        minted = dev.minter.mint(
+            subject=subject,
+            tenant=tenant,
+            client_id=client_id,
+            scopes=scopes,
+            audience=audience,
+            extra=claims,
+        )
+        return minted.token, minted.jti
+
+    return Simulation(mint, banks=sorted({user.tenant for user in UserDirectory()}))
 
 
 def _reporting(problem: Callable[[], Awaitable[str | None]]) -> ReadinessProbe:

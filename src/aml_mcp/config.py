@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -27,6 +27,7 @@ from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.auth.settings import ResourceServerSettings
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.http.settings import HttpSettings
+from aml_mcp.lab.settings import LabSettings
 from aml_mcp.loopback import is_loopback_host
 from aml_mcp.tasks.settings import TaskSettings
 
@@ -99,6 +100,9 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     """Limits of the HTTP edge: header count and size, body nesting, slow clients, connections
     (`AML_MCP_HTTP__*`)."""
+    lab: LabSettings = Field(default_factory=LabSettings)
+    """The `/lab` web page: tools, a live Tasks timeline, the authorization simulation and the audit
+    view (`AML_MCP_LAB__*`)."""
     max_listen_streams_per_principal: int = Field(default=16, gt=0)
     """Open `subscriptions/listen` streams one caller (issuer and subject) may hold at once; one
     more is refused (-32602), so no caller can use up the server-wide stream limit."""
@@ -110,6 +114,19 @@ class Settings(BaseSettings):
         if level not in {"critical", "error", "warning", "info", "debug"}:
             raise ValueError("log_level must be one of critical, error, warning, info, debug")
         return level
+
+    @model_validator(mode="after")
+    def _lab_signs_in(self) -> Settings:
+        if self.lab.enabled and not self.auth.enabled:
+            raise ValueError("lab.enabled needs auth.enabled: the page signs in like any client")
+        return self
+
+    @property
+    def lab_served(self) -> bool:
+        """Whether `/lab` exists: as configured, else exactly when the development issuer runs."""
+        if self.lab.enabled is not None:
+            return self.lab.enabled
+        return self.auth.enabled and self.auth.dev.enabled
 
     @property
     def resource_url(self) -> str:

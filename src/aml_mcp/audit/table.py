@@ -187,3 +187,56 @@ def recent_events(database: SqliteDatabase, limit: int) -> list[dict[str, Any]]:
             event["detail"] = json.loads(event["detail"])
         events.append(event)
     return events
+
+
+async def bank_events(
+    database: SqliteDatabase,
+    *,
+    tenant: str,
+    after: int = 0,
+    limit: int = 100,
+    decision: str | None = None,
+    subject: str | None = None,
+    method: str | None = None,
+    token_ids: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """One bank's events with `seq > after`, oldest first, at most `limit` (the newest when more match).
+
+    An event is the bank's when its verified tenant is `tenant`, or when it was made with one of
+    `token_ids` — tokens the caller holds the ids of because they were minted for the caller (the
+    lab's simulated tokens): those count whether the token verified (another bank's simulated
+    analyst) or was refused before any tenant was known (then the id is in `detail.unverified`).
+    Never anything else: an event with no tenant is nobody's bank unless its token is the caller's.
+    """
+    token_ids = list(token_ids)
+    marks = ", ".join("?" for _ in token_ids)
+    mine = "tenant = ?"
+    params: list[Any] = [tenant]
+    if token_ids:
+        mine += (
+            f" OR token_id IN ({marks})"
+            f" OR (tenant IS NULL AND json_extract(detail, '$.unverified.jti') IN ({marks}))"
+        )
+        params += token_ids + token_ids
+    where = [f"({mine})", "seq > ?"]
+    params.append(after)
+    for column, value in (("decision", decision), ("subject", subject), ("method", method)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    sql = (
+        f"SELECT {', '.join(_COLUMNS)} FROM audit_events WHERE {' AND '.join(where)}"  # noqa: S608
+        " ORDER BY seq DESC LIMIT ?"
+    )
+    params.append(limit)
+
+    def query(conn: sqlite3.Connection) -> Sequence[tuple[Any, ...]]:
+        return conn.execute(sql, params).fetchall()
+
+    events = []
+    for row in reversed(await database.read(query)):
+        event = dict(zip(_COLUMNS, row, strict=True))
+        if event["detail"]:
+            event["detail"] = json.loads(event["detail"])
+        events.append(event)
+    return events

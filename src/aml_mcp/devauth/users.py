@@ -41,6 +41,7 @@ DEMO_USERS: tuple[DemoUser, ...] = (
         frozenset({"aml:read", "aml:eval"}),
         "model validator at Harbour Trust: search, eval",
     ),
+    DemoUser("erin", "harbour-trust", frozenset({"aml:admin"}), "AML lead at Harbour Trust: everything"),
 )
 
 

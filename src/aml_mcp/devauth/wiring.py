@@ -117,6 +117,7 @@ def build_dev_auth(
     hierarchy: ScopeHierarchy,
     users: UserDirectory | None = None,
     fetch_client_metadata: CimdFetcher | Literal["network"] | None = NETWORK,
+    preregistered: Sequence[DevClient] = (),
 ) -> DevAuth:
     """The issuer, its store and routes. `fetch_client_metadata` is where Client ID Metadata
     Documents come from: the network (default), another source (tests), or None to refuse them."""
@@ -142,6 +143,8 @@ def build_dev_auth(
             secret_sha256=digest(secret),
         )
     )
+    for client in preregistered:  # other components' clients (the lab's page)
+        store.put_client(client)
     scopes: set[str] = set(hierarchy.scopes)
     for user in users:
         scopes |= user.scopes

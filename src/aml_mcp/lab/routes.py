@@ -1,0 +1,153 @@
+"""The lab's HTTP routes: the page's assets, its configuration, the audit view and the simulation.
+
+The two API routes authenticate exactly as `/mcp` does — the same admission, so the same 401/403
+challenges, revocation checks and audit records — under method names of their own (`lab/audit`,
+`lab/simulation`) whose scope rules the lab contributes like any component.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from importlib.resources import files
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from aml_mcp.audit.table import bank_events
+from aml_mcp.http.endpoint import Admission
+from aml_mcp.lab.settings import LabSettings
+from aml_mcp.lab.simulation import Simulation
+from aml_mcp.principal import Principal
+from aml_mcp.scope_rules import ScopeRule, StaticScopeRule
+from aml_mcp.store.sqlite import SqliteDatabase
+
+AUDIT_METHOD = "lab/audit"
+SIMULATION_METHOD = "lab/simulation"
+_FILTERS = ("decision", "subject", "method")
+_MAX_FILTER_CHARS = 200
+_MAX_SEQ = 2**63 - 1
+"""The largest event number the store can hold (a larger `after` cannot even be compared)."""
+
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def lab_scope_rules(settings: LabSettings) -> Mapping[str, ScopeRule]:
+    """What the lab's two API methods need of a token (the simulation: any verified token)."""
+    audit_scope = frozenset({settings.audit_scope})
+    return {
+        AUDIT_METHOD: StaticScopeRule(lambda _params: audit_scope),
+        SIMULATION_METHOD: StaticScopeRule(lambda _params: frozenset()),
+    }
+
+
+class LabRoutes:
+    def __init__(
+        self,
+        settings: LabSettings,
+        *,
+        admission: Admission,
+        database: SqliteDatabase,
+        resource_url: str,
+        tenant_claim: str,
+        simulation: Simulation | None,
+    ) -> None:
+        self.settings = settings
+        self.admission = admission
+        self.database = database
+        self.resource_url = resource_url
+        self.tenant_claim = tenant_claim
+        self.simulation = simulation
+
+    @property
+    def routes(self) -> Sequence[BaseRoute]:
+        assets = StaticFiles(directory=str(files("aml_mcp.lab") / "static"), html=True)
+        return [
+            Route("/lab", _to_page, methods=["GET"]),
+            Route("/lab/config.json", self.config, methods=["GET"]),
+            Route("/lab/api/audit", self.audit, methods=["GET"]),
+            Route("/lab/api/simulation", self.simulate, methods=["POST"]),
+            Mount("/lab", assets, name="lab"),
+        ]
+
+    async def config(self, request: Request) -> Response:
+        """What the page needs to start: which resource, which client, where the tenant is in a token."""
+        return JSONResponse(
+            {
+                "resource": self.resource_url,
+                "clientId": self.settings.client_id,
+                "tenantClaim": self.tenant_claim,
+                "auditScope": self.settings.audit_scope,
+                "simulation": self.simulation is not None,
+            },
+            headers=_NO_STORE,
+        )
+
+    async def audit(self, request: Request) -> Response:
+        return await self._as(request, AUDIT_METHOD, self._audit)
+
+    async def _audit(self, request: Request, caller: Principal) -> Response:
+        query = request.query_params
+        try:
+            after = int(query.get("after", "0"))
+        except ValueError:
+            return _bad("after must be an integer")
+        if after < 0:
+            return _bad("after must not be negative")
+        if after > _MAX_SEQ:
+            return _bad("after is out of range")
+        filters: dict[str, str | None] = {}
+        for name in _FILTERS:
+            value = query.get(name) or None
+            if value is not None and len(value) > _MAX_FILTER_CHARS:
+                return _bad(f"{name} is longer than {_MAX_FILTER_CHARS} characters")
+            filters[name] = value
+        issued = self.simulation.issued_to(caller) if self.simulation is not None else []
+        events = await bank_events(
+            self.database,
+            tenant=caller.tenant,
+            after=after,
+            limit=self.settings.audit_page_size,
+            token_ids=issued,
+            **filters,
+        )
+        return JSONResponse({"tenant": caller.tenant, "events": events}, headers=_NO_STORE)
+
+    async def simulate(self, request: Request) -> Response:
+        return await self._as(request, SIMULATION_METHOD, self._simulate)
+
+    async def _simulate(self, request: Request, caller: Principal) -> Response:
+        if self.simulation is None:
+            return JSONResponse(
+                {"error": "the simulation needs the development authorization server"},
+                status_code=404,
+                headers=_NO_STORE,
+            )
+        tokens = [
+            {"kind": token.kind, "token": token.token, "tokenId": token.token_id, "flaw": token.flaw}
+            for token in self.simulation.tokens_for(caller)
+        ]
+        return JSONResponse({"tokens": tokens}, headers=_NO_STORE)
+
+    async def _as(
+        self,
+        request: Request,
+        method: str,
+        handler: Callable[[Request, Principal], Awaitable[Response]],
+    ) -> Response:
+        """Admit the request as `/mcp` would admit a call of `method`, then run `handler` for the caller."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": None, "method": method, "params": {}}
+        admitted = await self.admission.admit(request, message)
+        if isinstance(admitted, Response):
+            return admitted
+        return await handler(request, admitted)
+
+
+async def _to_page(request: Request) -> Response:
+    return RedirectResponse("/lab/", status_code=308)
+
+
+def _bad(message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=400, headers=_NO_STORE)

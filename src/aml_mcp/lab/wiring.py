@@ -1,0 +1,40 @@
+"""Assembles the lab for the composition root: `build_lab(settings, ...) -> Parts`."""
+
+from __future__ import annotations
+
+from aml_mcp.component import Parts
+from aml_mcp.http.endpoint import Admission
+from aml_mcp.lab.routes import LabRoutes, lab_scope_rules
+from aml_mcp.lab.settings import LabSettings
+from aml_mcp.lab.simulation import Simulation
+from aml_mcp.store.sqlite import SqliteDatabase
+
+
+def build_lab(
+    settings: LabSettings,
+    *,
+    admission: Admission,
+    database: SqliteDatabase,
+    resource_url: str,
+    tenant_claim: str,
+    simulation: Simulation | None,
+) -> Parts:
+    """The page's routes. Its scope rules (`lab_scope_rules`) are merged by the app before the gate."""
+    routes = LabRoutes(
+        settings,
+        admission=admission,
+        database=database,
+        resource_url=resource_url,
+        tenant_claim=tenant_claim,
+        simulation=simulation,
+    )
+    return Parts(routes=routes.routes)
+
+
+def page_redirect_uri(resource_url: str) -> str:
+    """Where the authorization server sends the browser back: the page itself, on the resource's origin."""
+    scheme, _, rest = resource_url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}/lab/"
+
+
+__all__ = ["build_lab", "lab_scope_rules", "page_redirect_uri"]
