@@ -66,6 +66,8 @@ class LabRoutes:
         assets = StaticFiles(directory=str(files("aml_mcp.lab") / "static"), html=True)
         return [
             Route("/lab", _to_page, methods=["GET"]),
+            # Browsers ask every page of this origin for it (the sign-in pages too): one icon, no 404s.
+            Route("/favicon.ico", _icon, methods=["GET"]),
             Route("/lab/config.json", self.config, methods=["GET"]),
             Route("/lab/api/audit", self.audit, methods=["GET"]),
             Route("/lab/api/simulation", self.simulate, methods=["POST"]),
@@ -143,6 +145,11 @@ class LabRoutes:
         if isinstance(admitted, Response):
             return admitted
         return await handler(request, admitted)
+
+
+async def _icon(request: Request) -> Response:
+    icon = (files("aml_mcp.lab") / "static" / "favicon.svg").read_bytes()
+    return Response(icon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
 
 async def _to_page(request: Request) -> Response:
