@@ -6,6 +6,7 @@ import { el, rawJson } from "./dom.js";
 
 const SEARCH = { name: "search_aml_notes", arguments: { query: "cash deposits under the reporting threshold", top_k: 1 } };
 const WAIT_FOR_RECORD_MS = 8000;
+const SETTLE_MS = 1500;
 
 export const CASES = [
   { kind: "wrong_audience", label: "Token for another server" },
@@ -82,8 +83,13 @@ export class Simulation {
     }
   }
 
+  /**
+   * Shows every audit record of the request (the gate's and, for a task method, the handler's),
+   * polling until a refusal is among them or, for an admitted request, a moment after the first.
+   */
   async fillRecord(node, since, matches) {
     const deadline = Date.now() + WAIT_FOR_RECORD_MS;
+    let settleBy = null;
     for (;;) {
       let page;
       try {
@@ -92,21 +98,29 @@ export class Simulation {
         node.replaceChildren(el("p", { class: "hint" }, `Audit record not readable: ${error.message}`));
         return;
       }
-      const event = page.events.find(matches);
-      if (event) {
-        node.replaceChildren(el("p", {}, "Audit: ",
-          el("strong", { class: `decision-${event.decision}` }, event.decision), ` (${event.reason})`,
-          ` · #${event.seq} · ${event.time}`), rawJson(event, "Audit record"));
-        node.dataset.decision = event.decision;
-        node.dataset.reason = event.reason;
+      const found = page.events.filter(matches);
+      const refusal = found.find((event) => event.decision === "deny");
+      if (found.length && settleBy === null) settleBy = Date.now() + SETTLE_MS;
+      if (refusal || (found.length && Date.now() >= settleBy) || Date.now() > deadline) {
+        this.showRecords(node, found, refusal);
         return;
       }
-      if (Date.now() > deadline) {
-        node.replaceChildren(el("p", { class: "hint" }, "No audit record of this request is visible to your bank."));
-        return;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 400));
+      await new Promise((resolve) => setTimeout(resolve, 300));
     }
+  }
+
+  showRecords(node, found, refusal) {
+    if (!found.length) {
+      node.replaceChildren(el("p", { class: "hint" }, "No audit record of this request is visible to your bank."));
+      return;
+    }
+    node.replaceChildren(el("ul", { class: "records" }, found.map((event) =>
+      el("li", {}, "Audit: ", el("strong", { class: `decision-${event.decision}` }, event.decision),
+        ` (${event.reason}) · ${event.method ?? "no method"} · #${event.seq} · ${event.time}`,
+        rawJson(event, "Audit record")))));
+    const shown = refusal || found[found.length - 1];
+    node.dataset.decision = shown.decision;
+    node.dataset.reason = shown.reason;
   }
 }
 
