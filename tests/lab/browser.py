@@ -66,8 +66,10 @@ def sign_in(tab: Tab, username: str) -> None:
     page.wait_for_selector("#who [data-field=subject]")
 
 
-def screenshot(page: Page, name: str) -> None:
-    """The README's screenshots, regenerated from the test that shows the state they picture."""
+def screenshot(page: Page, name: str, section: str) -> None:
+    """The README's screenshots, regenerated from the test that shows the state they picture: the
+    window at 1280x800, scrolled so that `section` (an element id) starts at the top."""
+    page.locator(f"#{section}").evaluate("node => node.scrollIntoView()")
     image = page.screenshot(full_page=False)
     assert image[:8] == b"\x89PNG\r\n\x1a\n"
     if os.environ.get("AML_MCP_UPDATE_SCREENSHOTS") == "1":

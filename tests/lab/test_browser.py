@@ -87,7 +87,7 @@ def test_a_draft_is_answered_in_the_page_and_completes(carol: Tab) -> None:
     expect(timeline.last).to_contain_text("completed")
     expect(row.locator(".checks li").first).to_be_visible()
     expect(row.get_by_role("button", name=re.compile("^Cancel"))).to_have_count(0)
-    screenshot(carol.page, "lab-tasks.png")
+    screenshot(carol.page, "lab-tasks.png", "tasks")
     carol.assert_quiet_console()
 
 
@@ -123,6 +123,8 @@ def test_each_authorization_simulation_is_refused_with_its_audit_record(
         expect(flawed.locator(".audit-record[data-decision=deny]")).to_have_count(1, timeout=10_000)
         assert re.search(reason, flawed.locator(".audit-record").get_attribute("data-reason") or "")
         expect(valid.locator(".audit-record[data-decision=allow]")).to_have_count(1, timeout=10_000)
+        if case == "wrong_audience":  # the load-bearing wall, for the README
+            screenshot(page, "lab-authorization.png", "authorization")
     page.locator("#simulation-buttons button[data-case=other_bank]").click()
     panel = page.locator("#simulation-results article[data-case=other_bank]").first
     flawed = panel.locator("[data-side=flawed]")
@@ -131,7 +133,6 @@ def test_each_authorization_simulation_is_refused_with_its_audit_record(
     expect(flawed).to_contain_text("-32602: Task not found")
     expect(flawed.locator(".audit-record[data-decision=deny]")).to_have_count(1, timeout=10_000)
     expect(panel.locator("[data-side=valid]")).not_to_contain_text("Task not found")
-    screenshot(page, "lab-authorization.png")
     carol.assert_quiet_console()
 
 

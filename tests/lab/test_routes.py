@@ -85,8 +85,10 @@ def test_each_bank_sees_its_own_events_only(server: SecuredServer) -> None:
     theirs = events_until(server, erin, lambda e: e["method"] == "tools/call" and e["subject"] == "erin")
     assert {event["tenant"] for event in mine} == {"meridian-bank"}
     assert {event["tenant"] for event in theirs} == {"harbour-trust"}
-    # The feed's own reads are audited like any decision.
-    assert any(event["method"] == "lab/audit" for event in events_until(server, carol, lambda e: True))
+    # The feed's own reads are audited like any decision, and shown when asked for by method.
+    assert all(event["method"] != "lab/audit" for event in feed(server, carol).json()["events"])
+    reads = events_until(server, carol, lambda e: e["subject"] == "carol", method="lab/audit")
+    assert {event["method"] for event in reads} == {"lab/audit"}
 
 
 def test_filters_and_paging(server: SecuredServer) -> None:

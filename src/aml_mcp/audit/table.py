@@ -198,6 +198,7 @@ async def bank_events(
     decision: str | None = None,
     subject: str | None = None,
     method: str | None = None,
+    except_method: str | None = None,
     token_ids: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """One bank's events with `seq > after`, oldest first, at most `limit` (the newest when more match).
@@ -224,6 +225,9 @@ async def bank_events(
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
+    if except_method is not None:
+        where.append("method IS NOT ?")
+        params.append(except_method)
     sql = (
         f"SELECT {', '.join(_COLUMNS)} FROM audit_events WHERE {' AND '.join(where)}"  # noqa: S608
         " ORDER BY seq DESC LIMIT ?"

@@ -2,7 +2,7 @@
 
 import { el } from "./dom.js";
 
-const POLL_MS = 2000;
+const POLL_MS = 3000;
 
 export class AuditView {
   constructor(token, tbody, note, form) {
