@@ -16,13 +16,15 @@ from tests.support.oauth import SecuredServer, secured_server
 NOTES_PER_BANK = 150
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
+    # Module scope, not session: the sync API keeps an event loop running on this thread while it is
+    # open, and the tests after these (which run loops of their own) must not find it there.
     with sync_playwright() as running:
         yield running
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
     yield launched

@@ -55,6 +55,9 @@ def test_the_page_and_its_configuration_are_served(server: SecuredServer) -> Non
     for heading in ("Tools", "Tasks", "Authorization", "Audit"):
         assert f">{heading}</h2>" in page.text
     assert server.http.get("/lab/js/app.js").headers["content-type"].startswith("text/javascript")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["referrer-policy"] == "no-referrer"  # the sign-in code never leaves in a Referer
     config = server.http.get("/lab/config.json").json()
     assert config == {
         "resource": server.resource,

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aml_mcp.audit.table import bank_events
 from aml_mcp.http.endpoint import Admission
@@ -32,6 +33,17 @@ _MAX_SEQ = 2**63 - 1
 """The largest event number the store can hold (a larger `after` cannot even be compared)."""
 
 _NO_STORE = {"Cache-Control": "no-store"}
+
+PAGE_HEADERS = {
+    # Only the page's own files run, and it talks only to its own origin (`/mcp`, `/oauth`, `/lab/api`).
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self';"
+        " base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    # The page is loaded with `?code=…` after sign-in: no Referer may carry it to the assets it loads.
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
 
 
 def lab_scope_rules(settings: LabSettings) -> Mapping[str, ScopeRule]:
@@ -63,7 +75,9 @@ class LabRoutes:
 
     @property
     def routes(self) -> Sequence[BaseRoute]:
-        assets = StaticFiles(directory=str(files("aml_mcp.lab") / "static"), html=True)
+        assets = _WithHeaders(
+            StaticFiles(directory=str(files("aml_mcp.lab") / "static"), html=True), PAGE_HEADERS
+        )
         return [
             Route("/lab", _to_page, methods=["GET"]),
             # Browsers ask every page of this origin for it (the sign-in pages too): one icon, no 404s.
@@ -147,6 +161,22 @@ class LabRoutes:
         if isinstance(admitted, Response):
             return admitted
         return await handler(request, admitted)
+
+
+class _WithHeaders:
+    """Adds fixed headers to every response of the app it wraps (the page's security headers)."""
+
+    def __init__(self, app: ASGIApp, headers: Mapping[str, str]) -> None:
+        self.app = app
+        self.raw = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self.raw]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 async def _icon(request: Request) -> Response:
