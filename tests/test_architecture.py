@@ -28,10 +28,11 @@ CONVENTIONS = {
     "service.py",
     "events.py",
     "errors.py",
+    "routes.py",
 }
 """File names that repeat on purpose, each meaning the same kind of thing in every package: a
 feature's assembly, its settings group, its SQLite implementation, its application service, its
-event types, its error types."""
+event types, its error types, its HTTP routes besides `/mcp`."""
 
 
 def _lint(src: Path) -> subprocess.CompletedProcess[str]:
