@@ -64,7 +64,7 @@ function authProvider({ redirectUrl, received, preregistered, user }) {
     clientInformation: () => client,
     saveClientInformation: (info) => {
       client = info;
-      log.registered = info;
+      if (info.client_id_issued_at !== undefined) log.registered = info; // a dynamic registration
     },
     tokens: () => tokens,
     saveTokens: (saved) => {
@@ -189,7 +189,7 @@ async function main() {
     report("login", {
       era: client.getProtocolEra?.(),
       protocolVersion: client.getNegotiatedProtocolVersion?.() ?? null,
-      clientId: provider.log.registered?.client_id ?? "aml-mcp-cli",
+      clientId: provider.clientInformation()?.client_id,
       registered: provider.log.registered ?? null,
       redirectUri: callback.url,
     });
@@ -204,7 +204,7 @@ async function main() {
     report("search_aml_notes", { isError: search.isError ?? false, text: search.content?.[0]?.text ?? "" });
 
     const answered = [];
-    const clientInfo = { name: "aml-assistant", version: "1.0.0" };
+    const clientInfo = { name: "aml-assistant", version: "1.0.0" }; // as connect.mjs declares
     const session = createTaskSessionFromClient(client, {
       endpointId: `aml-mcp-interop-${args.login}`,
       rawDispatch: rawDispatcher(args.url, provider),
