@@ -4,6 +4,8 @@ test, and the Node clients installed."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,3 +45,33 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def token(served: Served) -> str:
+    """carol's token from the command the README's first call uses."""
+    minted = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aml_mcp",
+            "token",
+            "--data-dir",
+            str(served.data_dir),
+            "--port",
+            str(served.port),
+            "--subject",
+            "carol",
+            "--tenant",
+            "meridian-bank",
+            "--client",
+            "aml-mcp-cli",
+            "--scope",
+            "aml:read",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return minted.stdout.strip()

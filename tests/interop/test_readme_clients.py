@@ -5,8 +5,6 @@ is read from the README by `test_typescript_clients.py`.)"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -43,36 +41,6 @@ def test_the_typescript_snippet_is_the_one_the_interop_client_runs() -> None:
 
 def test_the_python_snippet_is_the_one_run_here() -> None:
     assert _readme_block("python") == _snippet(HERE / "python_client.py", "# README:python", "# README:end")
-
-
-@pytest.fixture
-def token(served: Served) -> str:
-    """carol's token from the command the README's first call uses."""
-    minted = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "aml_mcp",
-            "token",
-            "--data-dir",
-            str(served.data_dir),
-            "--port",
-            str(served.port),
-            "--subject",
-            "carol",
-            "--tenant",
-            "meridian-bank",
-            "--client",
-            "aml-mcp-cli",
-            "--scope",
-            "aml:read",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return minted.stdout.strip()
 
 
 @pytest.mark.anyio

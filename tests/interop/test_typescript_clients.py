@@ -83,6 +83,25 @@ def test_typescript_sdk_logs_in_lists_searches_runs_tasks_and_listens(
     assert listen["seen"][-1]["status"] == "completed"
 
 
+@pytest.mark.parametrize("client", ["typescript-sdk", "inspector"])
+def test_a_client_left_on_the_handshake_is_told_how_to_connect(
+    clients: NodeClients, served: Served, token: str, client: str, tmp_path: Path
+) -> None:
+    """Both clients default to the `initialize` handshake; the error they show their user must
+    name 2026-07-28 and the setting that fixes it."""
+    if client == "typescript-sdk":
+        argv = [*clients.script("legacy-probe.mjs"), served.mcp_url, token]
+    else:
+        argv = [*clients.inspector(), "--cli", served.mcp_url, "--header", f"Authorization: Bearer {token}"]
+        argv += ["--method", "tools/list", "--format", "json"]
+    env = {**os.environ, "HOME": str(tmp_path), "MCP_INSPECTOR_SECRET_STORE": "memory"}
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+    shown = run.stdout + run.stderr
+    assert '"connected":true' not in shown, shown
+    assert "-32022" in shown and "2026-07-28" in shown, shown
+    assert "versionNegotiation {mode: 'auto'}" in shown and "--protocol-era auto" in shown, shown
+
+
 # --- the Inspector CLI ----------------------------------------------------------------------------
 
 
