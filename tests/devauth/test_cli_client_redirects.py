@@ -79,10 +79,15 @@ def test_hostile_redirects_are_refused_and_never_redirected_to(
 
 
 def test_a_dynamically_registered_client_still_gets_exact_matching(server: SecuredServer) -> None:
+    """Even one that asks for the command-line client's freedom in its metadata."""
     registered = "http://127.0.0.1/callback"
     answer = server.http.post(
         f"{server.url}/oauth/register",
-        json={"redirect_uris": [registered], "token_endpoint_auth_method": "none"},
+        json={
+            "redirect_uris": [registered],
+            "token_endpoint_auth_method": "none",
+            "any_loopback_redirect": True,
+        },
     )
     assert answer.status_code == 201, answer.text
     client_id = answer.json()["client_id"]
