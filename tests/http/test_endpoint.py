@@ -57,7 +57,7 @@ def test_unsupported_protocol_version_names_what_is_supported(core: httpx.Client
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == -32022
-    assert error["data"] == {"supported": [PROTOCOL_VERSION], "requested": "v999.0.0"}
+    assert error["data"]["supported"] == [PROTOCOL_VERSION] and error["data"]["requested"] == "v999.0.0"
 
 
 def test_a_handshake_era_version_is_refused_not_served_on_a_legacy_path(core: httpx.Client) -> None:
@@ -71,10 +71,11 @@ def test_a_handshake_era_version_is_refused_not_served_on_a_legacy_path(core: ht
     assert "mcp-session-id" not in response.headers
 
 
-def test_missing_protocol_version_header_is_a_header_error(core: httpx.Client) -> None:
+def test_missing_protocol_version_header_is_an_unsupported_version(core: httpx.Client) -> None:
     response = post(core, message("tools/list", request_id=3), mcp_protocol_version=None)
     assert response.status_code == 400
-    assert response.json()["error"]["code"] == -32020 and response.json()["id"] == 3
+    assert response.json()["error"]["code"] == -32022 and response.json()["id"] == 3
+    assert response.json()["error"]["data"]["supported"] == [PROTOCOL_VERSION]
 
 
 def test_malformed_json_is_a_parse_error(core: httpx.Client) -> None:

@@ -391,10 +391,25 @@ class DevRegistrationEndpoint(ClientRegistrationEndpoint):  # type: ignore[misc]
         return client
 
     def generate_client_registration_info(self, client: DevClient, request: Any) -> dict[str, Any]:
-        info: dict[str, Any] = {"token_endpoint_auth_method": client.token_endpoint_auth_method}
-        if client.token_endpoint_auth_method == "none":  # noqa: S105
-            info["client_secret"] = None
-        return info
+        return {"token_endpoint_auth_method": client.token_endpoint_auth_method}
+
+    def create_registration_response(self, request: Any) -> tuple[int, dict[str, Any], Any]:
+        status, body, headers = super().create_registration_response(request)
+        return status, registration_document(body), headers
+
+
+def registration_document(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The RFC 7591 §3.2.1 answer: only what was issued or registered, never a `null` member.
+
+    The library fills `client_secret` (None for a public client) and `client_secret_expires_at`
+    whatever was issued; strict clients (the TypeScript SDK's schema, the Inspector) reject a
+    `null` where a string is expected, and `client_secret_expires_at` is REQUIRED only when a
+    secret was issued, so both go when there is no secret.
+    """
+    document = {name: value for name, value in body.items() if value is not None}
+    if "client_secret" not in document:
+        document.pop("client_secret_expires_at", None)
+    return document
 
 
 # --- the server ---------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aml_mcp.devauth.redirects import redirect_matches
+from aml_mcp.devauth.redirects import loopback_redirect, redirect_matches
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +111,9 @@ class DevClient:
     tenant: str | None = None
     """For a service client (client credentials): the tenant its tokens speak for."""
     secret_sha256: str | None = field(default=None, repr=False)
+    any_loopback_redirect: bool = False
+    """A native application on the user's machine (RFC 8252 §7.3, §8.3): besides `redirect_uris`,
+    any `http` loopback redirect URI, whatever its port and path. Never set by dynamic registration."""
 
     # --- authlib ClientMixin ---
     def get_client_id(self) -> str:
@@ -123,6 +126,8 @@ class DevClient:
         return scope or ""
 
     def check_redirect_uri(self, redirect_uri: str) -> bool:
+        if self.any_loopback_redirect and loopback_redirect(redirect_uri) is not None:
+            return True
         return any(redirect_matches(registered, redirect_uri) for registered in self.redirect_uris)
 
     def check_client_secret(self, client_secret: str) -> bool:
@@ -149,6 +154,7 @@ class DevClient:
             "token_endpoint_auth_method": self.token_endpoint_auth_method,
             "client_name": self.client_name,
             "tenant": self.tenant,
+            "any_loopback_redirect": self.any_loopback_redirect,
         }
 
     @classmethod
@@ -164,6 +170,7 @@ class DevClient:
             client_name=metadata.get("client_name"),
             tenant=metadata.get("tenant"),
             secret_sha256=secret_sha256,
+            any_loopback_redirect=metadata.get("any_loopback_redirect") is True,
         )
 
 

@@ -29,7 +29,8 @@ from aml_mcp.secrets_store import load_or_create_secret
 from aml_mcp.store.sqlite import Migration
 
 CLI_CLIENT_ID = "aml-mcp-cli"
-"""Pre-registered public client (authorization code + PKCE) with loopback redirects on any port."""
+"""Pre-registered public client (authorization code + PKCE) for command-line tools on the user's
+machine: any `http` loopback redirect URI (127.0.0.1, localhost, [::1]; any port and path)."""
 SERVICE_CLIENT_ID = "aml-mcp-service"
 """Pre-registered confidential client for the client credentials grant."""
 
@@ -130,6 +131,7 @@ def build_dev_auth(
             client_id=CLI_CLIENT_ID,
             redirect_uris=("http://127.0.0.1/callback", "http://localhost/callback"),
             client_name="aml-mcp command line",
+            any_loopback_redirect=True,
         )
     )
     store.put_client(

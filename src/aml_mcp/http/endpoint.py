@@ -2,10 +2,10 @@
 
 Order of work for one POST: method → body (bounded, and complete: a body cut short by a
 disconnect is never processed) → body well-formed (valid Unicode, bounded nesting: refused once,
-here, and audited) → admission (who is calling, may they make this request) → protocol-version
-header → hand over to the SDK. Plain requests go to an SDK entry in JSON response mode (half the
-cost of SSE mode); requests that stream — a listen, or a call that asked for progress or log
-messages — go to one in SSE mode.
+here, and audited) → admission (who is calling, may they make this request) → protocol revision
+(`versions.py`: a handshake-era request learns how to speak 2026-07-28) → hand over to the SDK.
+Plain requests go to an SDK entry in JSON response mode (half the cost of SSE mode); requests
+that stream — a listen, or a call that asked for progress or log messages — go to one in SSE mode.
 """
 
 from __future__ import annotations
@@ -16,22 +16,14 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    LOG_LEVEL_META_KEY,
-    PARSE_ERROR,
-    PROTOCOL_VERSION_META_KEY,
-    UNSUPPORTED_PROTOCOL_VERSION,
-)
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, LOG_LEVEL_META_KEY, PARSE_ERROR
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
 from aml_mcp.http.responses import jsonrpc_error, request_id_of
+from aml_mcp.http.versions import version_refusal
 from aml_mcp.http.wellformed import BodyDefect, body_defect, escaped
 from aml_mcp.principal import LOCAL_PRINCIPAL, PRINCIPAL_SCOPE_KEY, Principal
 
@@ -96,34 +88,6 @@ def streams(message: Any) -> bool:
     return isinstance(meta, dict) and ("progressToken" in meta or LOG_LEVEL_META_KEY in meta)
 
 
-def _version_refusal(header: str | None, message: Any) -> Response | None:
-    """This server speaks only the stateless revision; the SDK would serve older headers on a legacy path."""
-    request_id = request_id_of(message)
-    if header is None:
-        return jsonrpc_error(
-            400, HEADER_MISMATCH, "MCP-Protocol-Version header is required", request_id=request_id
-        )
-    if header not in HANDSHAKE_PROTOCOL_VERSIONS:
-        return None
-    params = message.get("params") if isinstance(message, dict) else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    body_version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
-    if body_version is not None and body_version != header:
-        return jsonrpc_error(
-            400,
-            HEADER_MISMATCH,
-            "mcp-protocol-version header does not match the request envelope's protocol version",
-            request_id=request_id,
-        )
-    return jsonrpc_error(
-        400,
-        UNSUPPORTED_PROTOCOL_VERSION,
-        "Unsupported protocol version",
-        request_id=request_id,
-        data={"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": header},
-    )
-
-
 class McpEndpoint:
     """ASGI app for `/mcp`."""
 
@@ -184,9 +148,9 @@ class McpEndpoint:
             return
         scope[PRINCIPAL_SCOPE_KEY] = verdict
 
-        version_refusal = _version_refusal(request.headers.get("mcp-protocol-version"), message)
-        if version_refusal is not None:
-            await version_refusal(scope, receive, send)
+        version_refused = version_refusal(request.headers.get("mcp-protocol-version"), message)
+        if version_refused is not None:
+            await version_refused(scope, receive, send)
             return
 
         replayed = False
