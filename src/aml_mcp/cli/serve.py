@@ -158,7 +158,14 @@ def _load_demo(settings: Settings) -> None:
 
 
 def serve_refusal(settings: Settings) -> str | None:
-    """Why `serve` must not start with these settings (None: it may). Fails closed on exposure."""
+    """Why `serve` must not start with these settings (None: it may). Fails closed on exposure,
+    and before anything is loaded on settings under which no token could ever be accepted."""
+    auth = settings.auth
+    if auth.enabled and not (auth.dev.enabled or auth.issuers or auth.introspection is not None):
+        return (
+            "refusing to serve: authentication is on but no authorization server is trusted "
+            "(configure AML_MCP_AUTH__ISSUERS, or turn AML_MCP_AUTH__DEV__ENABLED back on for loopback)"
+        )
     if settings.binds_loopback:
         return None
     if not settings.auth.enabled:
@@ -218,8 +225,8 @@ def serve_banner(settings: Settings, command: str = "aml-mcp") -> str:
         ]
     else:
         lines.append('  MCP clients: see README.md, "Connect a client".')
-    trusted = trusted_issuers(settings)
-    lines.append(f"trusted issuers: {', '.join(trusted) or '(none: every request will be refused)'}")
+    # Never empty here: `serve_refusal` refuses settings that trust no authorization server.
+    lines.append(f"trusted issuers: {', '.join(trusted_issuers(settings))}")
     return "\n".join(lines)
 
 
