@@ -34,3 +34,20 @@ def test_serve_refuses_exposure(tmp_path: Path) -> None:
     assert "development authorization server" in (refusal() or "")
     assert refusal(dev={"enabled": False}, issuers=[{"issuer": "https://id.example"}]) is None
     assert serve_refusal(Settings(data_dir=tmp_path, auth=AuthSettings(enabled=False))) is None
+
+
+def test_serve_refuses_to_trust_no_one_before_loading_anything(tmp_path: Path) -> None:
+    nobody = AuthSettings(dev={"enabled": False})
+    refusal = serve_refusal(Settings(data_dir=tmp_path, auth=nobody)) or ""
+    assert "no authorization server is trusted" in refusal and "AML_MCP_AUTH__ISSUERS" in refusal
+    issuer = AuthSettings(dev={"enabled": False}, issuers=[{"issuer": "https://id.example"}])
+    assert serve_refusal(Settings(data_dir=tmp_path, auth=issuer)) is None
+
+
+def test_serve_with_no_trusted_issuer_exits_before_the_demo_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AML_MCP_AUTH__DEV__ENABLED", "false")
+    assert cli_main(["serve", "--port", "0", "--data-dir", str(tmp_path)]) == 2
+    assert "no authorization server is trusted" in capsys.readouterr().err
+    assert not (tmp_path / "notes.db").exists()

@@ -9,11 +9,15 @@ import sys
 from collections.abc import Sequence
 
 from aml_mcp.cli import audit_tail, case_notes, dev_issuer, serve, tokens
+from aml_mcp.cli.logs import configure_logging
 from aml_mcp.cli.startup import EXIT_SETTINGS, describe
 
 PRIVATE_UMASK = 0o077
 """Every file and directory a command creates is its owner's alone: the data directory holds every
 bank's notes, SAR drafts and audit trail. The stores set their own modes too (for library use)."""
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C before a command finished starting: the shell's convention for SIGINT (128 + 2)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,10 +31,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; a start-up failure is one line on stderr and a non-zero exit, no traceback."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(logging.INFO)
     previous_umask = os.umask(PRIVATE_UMASK)
     try:
         result: int = args.run(args)
+    except KeyboardInterrupt:
+        # Ctrl-C before the server took over the signals (e.g. while the demo corpus loads).
+        print("aml-mcp: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (FileNotFoundError, ValueError) as exc:
         print(f"aml-mcp: {exc}", file=sys.stderr)
         return EXIT_SETTINGS

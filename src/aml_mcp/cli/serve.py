@@ -12,20 +12,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import shutil
+import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
 from starlette.applications import Starlette
 
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.app import Runtime, build_app
+from aml_mcp.auth.challenge import resource_metadata_url
 from aml_mcp.auth.redaction import install_access_log_redaction
 from aml_mcp.catalog import Catalog
+from aml_mcp.cli.logs import configure_logging
 from aml_mcp.cli.options import trusted_issuers
 from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
 from aml_mcp.config import AuthSettings, Settings, load_settings
@@ -35,15 +41,20 @@ from aml_mcp.http.protocol import uvicorn_options
 
 
 class _Server(uvicorn.Server):
-    """Tells the app a stop signal arrived before uvicorn starts waiting for open requests.
+    """Tells the app a stop signal arrived before uvicorn starts waiting for open requests, and
+    ends the process normally after a signal-initiated shutdown.
 
     uvicorn runs the lifespan shutdown only after every connection has finished, and a listen
-    stream never finishes on its own; the app closes them gracefully from this hook.
+    stream never finishes on its own; the app closes them gracefully from this hook. After a
+    graceful shutdown uvicorn re-raises the signal it caught, which turns Ctrl-C into a
+    `KeyboardInterrupt` traceback after the server has already stopped cleanly; the signals are
+    kept in `stopped_by` instead, and `serve` exits 0 with one line saying why it stopped.
     """
 
     def __init__(self, config: uvicorn.Config, runtime: Runtime) -> None:
         super().__init__(config)
         self._runtime = runtime
+        self.stopped_by: list[int] = []
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         try:
@@ -56,23 +67,43 @@ class _Server(uvicorn.Server):
             self._runtime.begin_shutdown()
         super().handle_exit(sig, frame)
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                # Emptied before uvicorn's own exit path re-raises them (its attribute, 0.54).
+                self.stopped_by = list(self._captured_signals)
+                self._captured_signals.clear()
 
-def run_server(app: Starlette, settings: Settings, sock: socket.socket | None = None) -> None:
+
+def run_server(app: Starlette, settings: Settings, sock: socket.socket | None = None) -> list[int]:
     """Serve `app` with uvicorn (on `sock` when the caller bound it first), bounded: head size,
     request read time and connections come from `settings.http` (`uvicorn_options`), so a slow or
-    endless client holds neither memory nor a connection for long."""
+    endless client holds neither memory nor a connection for long. Returns the stop signals that
+    ended it (none when it stopped for another reason).
+
+    uvicorn gets no logging configuration of its own (`log_config=None`): its loggers go through
+    the root handler in the commands' one format (`aml_mcp.cli.logs`).
+    """
+    configure_logging(settings.log_level)
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        timeout_graceful_shutdown=int(settings.shutdown_timeout_seconds),
+        log_config=None,
+        # uvicorn's hint says int, but the value only reaches asyncio.wait_for: a fraction counts.
+        timeout_graceful_shutdown=cast(int, settings.shutdown_timeout_seconds),
         proxy_headers=False,
         server_header=False,
         **uvicorn_options(settings.http),
     )
     install_access_log_redaction()
-    _Server(config, app.state.runtime).run(sockets=None if sock is None else [sock])
+    server = _Server(config, app.state.runtime)
+    server.run(sockets=None if sock is None else [sock])
+    return server.stopped_by
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -87,8 +118,11 @@ def _serve(args: argparse.Namespace) -> int:
         app = build_app(settings)
         where = f"{settings.resource_url} (data in {settings.data_dir})"
         print(f"aml-mcp serving MCP at {where}", file=sys.stderr)
-        print(serve_banner(settings), file=sys.stderr)
-        run_server(app, settings, sock)
+        print(serve_banner(settings, command_prefix()), file=sys.stderr)
+        stopped_by = run_server(app, settings, sock)
+    if stopped_by:
+        names = ", ".join(signal.Signals(sig).name for sig in stopped_by)
+        print(f"aml-mcp stopped ({names})", file=sys.stderr)
     return 0
 
 
@@ -106,17 +140,32 @@ def _listening(settings: Settings) -> Iterator[tuple[Settings, socket.socket]]:
 
 
 def _load_demo(settings: Settings) -> None:
-    """First start: fill an empty notes store with the demo banks, so there is something to search."""
-    written = load_demo_if_empty(
-        settings.aml, settings.ensure_data_dir(), lambda message: print(message, file=sys.stderr)
-    )
+    """First start: fill an empty notes store with the demo banks, so there is something to search.
+
+    It takes seconds to a minute on a small machine, so each bank is reported as it is written."""
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    def bank_done(tenant: str, count: int, done: int, total: int) -> None:
+        say(f"  {tenant}: {count} notes ({done}/{total} banks, {time.monotonic() - started:.1f} s)")
+
+    written = load_demo_if_empty(settings.aml, settings.ensure_data_dir(), say, bank_done)
     if written:
         banks = ", ".join(f"{tenant} ({count})" for tenant, count in written.items())
-        print(f"loaded the demo corpus (notes per bank): {banks}", file=sys.stderr)
+        say(f"loaded the demo corpus (notes per bank): {banks} in {time.monotonic() - started:.1f} s")
 
 
 def serve_refusal(settings: Settings) -> str | None:
-    """Why `serve` must not start with these settings (None: it may). Fails closed on exposure."""
+    """Why `serve` must not start with these settings (None: it may). Fails closed on exposure,
+    and before anything is loaded on settings under which no token could ever be accepted."""
+    auth = settings.auth
+    if auth.enabled and not (auth.dev.enabled or auth.issuers or auth.introspection is not None):
+        return (
+            "refusing to serve: authentication is on but no authorization server is trusted "
+            "(configure AML_MCP_AUTH__ISSUERS, or turn AML_MCP_AUTH__DEV__ENABLED back on for loopback)"
+        )
     if settings.binds_loopback:
         return None
     if not settings.auth.enabled:
@@ -133,28 +182,51 @@ def serve_refusal(settings: Settings) -> str | None:
     return None
 
 
-def serve_banner(settings: Settings) -> str:
-    """What `serve` prints about authentication: where the issuer is and how to get a token."""
+def command_prefix(environ: Mapping[str, str] = os.environ, argv0: str = sys.argv[0]) -> str:
+    """How the user can run another `aml-mcp` command, as they would type it.
+
+    `./dev` says so in `AML_MCP_COMMAND` (its commands run from the clone with no activated
+    environment, where a bare `aml-mcp` is "command not found"). Otherwise: `aml-mcp` when that
+    name on PATH is this very program, else this program's full path (e.g. `.venv/bin/aml-mcp`).
+    """
+    given = environ.get("AML_MCP_COMMAND", "").strip()
+    if given:
+        return given
+    program = Path(argv0)
+    if program.name == "aml-mcp":
+        found = shutil.which("aml-mcp", path=environ.get("PATH"))
+        if found is not None and Path(found).resolve() == program.resolve():
+            return "aml-mcp"
+        return str(program.resolve())
+    return f"{Path(sys.executable)} -m aml_mcp"
+
+
+def serve_banner(settings: Settings, command: str = "aml-mcp") -> str:
+    """What `serve` prints once it listens: the URL, how to get a token (`command` is how the user
+    runs `aml-mcp`, see `command_prefix`), the demo users and how to connect a client."""
     auth = settings.auth
     if not auth.enabled:
         return "authentication is OFF (loopback only): every request acts as the local principal"
-    lines = [f"OAuth resource: {settings.resource_url} (metadata: /.well-known/oauth-protected-resource/mcp)"]
-    trusted = trusted_issuers(settings)
+    lines = [f"OAuth resource metadata: {resource_metadata_url(settings.resource_url)}"]
     if auth.dev.enabled:
         issuer = dev_issuer(settings.resource_url, auth.dev.path)
         lines += [
             f"development authorization server: {issuer}",
             f"  demo users (password = user name): {_demo_users()}",
-            "  MCP clients: connect to the URL above; the 401 leads them to discovery, login and consent.",
+            "  MCP clients: connect to the endpoint above; its 401 leads them to discovery, login and"
+            f' consent (pre-registered public client: {CLI_CLIENT_ID}). See README.md, "Connect a client".',
             "  a token for scripts:",
-            f"    aml-mcp token --data-dir {settings.data_dir} --port {settings.port} --subject alice"
-            f' --tenant meridian-bank --client {CLI_CLIENT_ID} --scope "aml:read aml:draft"',
+            f"    {command} token --data-dir {settings.data_dir} --subject alice"
+            f' --tenant meridian-bank --scope "aml:read aml:draft"',
             "  client credentials:",
-            f"    secret=$(aml-mcp devauth client-secret --data-dir {settings.data_dir})",
+            f"    secret=$({command} devauth client-secret --data-dir {settings.data_dir})",
             f'    curl -s -u "{SERVICE_CLIENT_ID}:$secret" -d grant_type=client_credentials -d scope=aml:read'
             f" -d resource={settings.resource_url} {issuer}/token",
         ]
-    lines.append(f"trusted issuers: {', '.join(trusted) or '(none: every request will be refused)'}")
+    else:
+        lines.append('  MCP clients: see README.md, "Connect a client".')
+    # Never empty here: `serve_refusal` refuses settings that trust no authorization server.
+    lines.append(f"trusted issuers: {', '.join(trusted_issuers(settings))}")
     return "\n".join(lines)
 
 

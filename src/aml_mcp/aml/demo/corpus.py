@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -33,6 +33,9 @@ from aml_mcp.aml.search.embeddings import Embedder
 
 DEFAULT_SEED = 20260804
 DEFAULT_NOTES_PER_TENANT = 2000
+
+BankProgress = Callable[[str, int, int, int], None]
+"""Told `(bank, notes written, banks done, banks in all)` after each demo bank is written."""
 """What `serve` loads on first start: enough to be useful, seconds to build."""
 MAX_NOTES_PER_TENANT = 100_000
 
@@ -514,18 +517,21 @@ def load_demo(
     seed: int = DEFAULT_SEED,
     *,
     only_if_empty: bool = True,
+    progress: BankProgress | None = None,
 ) -> dict[str, int]:
     """Load the demo banks into `store` (first `serve`); returns notes written per tenant.
 
     With `only_if_empty` a tenant that already has notes is left alone, so calling this on every
-    start is cheap and never overwrites a bank's own data.
+    start is cheap and never overwrites a bank's own data. `progress` hears each bank once written.
     """
     written: dict[str, int] = {}
-    for tenant in TENANTS:
+    for position, tenant in enumerate(TENANTS, start=1):
         if only_if_empty and store.tenant(tenant.name).count() > 0:
             written[tenant.name] = 0
             continue
         demo = generate_notes(tenant, notes_per_tenant, seed)
         inserted, replaced = write_notes(store, tenant.name, [d.note for d in demo], embedder)
         written[tenant.name] = inserted + replaced
+        if progress is not None:
+            progress(tenant.name, written[tenant.name], position, len(TENANTS))
     return written

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from aml_mcp.aml.demo.corpus import load_demo
+from aml_mcp.aml.demo.corpus import BankProgress, load_demo
 from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 
@@ -23,12 +23,16 @@ class DemoSize(Protocol):
 
 
 def load_demo_if_empty(
-    settings: DemoSize, data_dir: Path, announce: Callable[[str], None] | None = None
+    settings: DemoSize,
+    data_dir: Path,
+    announce: Callable[[str], None] | None = None,
+    progress: BankProgress | None = None,
 ) -> dict[str, int]:
     """Load the demo banks when the notes store holds no tenant at all; notes written per bank.
 
     Never touches a store that holds anything (a bank's own data, or an earlier demo load).
-    `announce` hears, before the work starts, that it is about to take a while.
+    `announce` hears, before the work starts, that it is about to take a while; `progress` hears
+    each bank as it is written, so a slow first start is never silent.
     """
     size = settings.demo_notes_per_tenant
     if size == 0:
@@ -38,4 +42,4 @@ def load_demo_if_empty(
             return {}
         if announce is not None:
             announce(f"the notes store is empty: loading the demo corpus ({size} notes per bank)")
-        return load_demo(store, StaticEmbedder.load(), size, settings.demo_seed)
+        return load_demo(store, StaticEmbedder.load(), size, settings.demo_seed, progress=progress)
