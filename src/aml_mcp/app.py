@@ -39,7 +39,7 @@ from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import NotReady, ReadinessProbe, healthz, readyz
 from aml_mcp.http.limits import HeaderLimits
 from aml_mcp.lab.simulation import Simulation
-from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_redirect_uri
+from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_url
 from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
 from aml_mcp.secrets_store import load_or_create_secret
@@ -118,7 +118,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     if settings.auth.enabled and settings.auth.dev.enabled:
         page_client = DevClient(
             client_id=settings.lab.client_id,
-            redirect_uris=(page_redirect_uri(settings.resource_url),),
+            redirect_uris=(page_url(settings.resource_url),),
             client_name="aml-mcp lab (web page)",
         )
         dev = build_dev_auth(

@@ -38,6 +38,7 @@ from aml_mcp.config import AuthSettings, Settings, load_settings
 from aml_mcp.devauth.users import DEMO_USERS
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, dev_issuer
 from aml_mcp.http.protocol import uvicorn_options
+from aml_mcp.lab.wiring import page_url
 
 
 class _Server(uvicorn.Server):
@@ -208,6 +209,10 @@ def serve_banner(settings: Settings, command: str = "aml-mcp") -> str:
     if not auth.enabled:
         return "authentication is OFF (loopback only): every request acts as the local principal"
     lines = [f"OAuth resource metadata: {resource_metadata_url(settings.resource_url)}"]
+    if settings.lab_served:
+        lines.append(
+            f"the lab (web page: tools, tasks, authorization, audit): {page_url(settings.resource_url)}"
+        )
     if auth.dev.enabled:
         issuer = dev_issuer(settings.resource_url, auth.dev.path)
         lines += [

@@ -31,10 +31,11 @@ def build_lab(
     return Parts(routes=routes.routes)
 
 
-def page_redirect_uri(resource_url: str) -> str:
-    """Where the authorization server sends the browser back: the page itself, on the resource's origin."""
+def page_url(resource_url: str) -> str:
+    """The page's address, on the resource's origin: also where the authorization server sends the
+    browser back after sign-in (the page's only redirect URI)."""
     scheme, _, rest = resource_url.partition("://")
     return f"{scheme}://{rest.split('/', 1)[0]}/lab/"
 
 
-__all__ = ["build_lab", "lab_scope_rules", "page_redirect_uri"]
+__all__ = ["build_lab", "lab_scope_rules", "page_url"]
