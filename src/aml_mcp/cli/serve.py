@@ -74,9 +74,11 @@ class _Server(uvicorn.Server):
             try:
                 yield
             finally:
-                # Emptied before uvicorn's own exit path re-raises them (its attribute, 0.54).
-                self.stopped_by = list(self._captured_signals)
-                self._captured_signals.clear()
+                # Emptied before uvicorn's own exit path re-raises them (its private attribute, hence
+                # the pinned minor version; without it, a stop still works, only less quietly).
+                captured: list[int] = getattr(self, "_captured_signals", [])
+                self.stopped_by = list(captured)
+                captured.clear()
 
 
 def run_server(app: Starlette, settings: Settings, sock: socket.socket | None = None) -> list[int]:
