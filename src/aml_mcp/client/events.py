@@ -1,0 +1,53 @@
+"""Hands each `notifications/tasks` the client receives to whoever is waiting on that task.
+
+The SDK delivers an extension's notifications to one handler per method for the whole client; the
+handles of several tasks may be waiting at once, each on its own listen stream or a shared one, so
+the handler fans out by task id. A waiter that falls behind loses its oldest states, never blocks the
+session: each notification carries the complete task, so the newest one is all a waiter needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aml_mcp.client.wire import TaskState
+
+WAITER_BUFFER = 64
+"""States kept per waiter before the oldest is dropped."""
+
+
+class TaskEvents:
+    """Task id → the waiters' queues."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, set[MemoryObjectSendStream[TaskState]]] = {}
+
+    async def deliver(self, state: TaskState) -> None:
+        """The notification handler: offer the state to every waiter on its task."""
+        for send in list(self._waiters.get(state.task_id, ())):
+            try:
+                send.send_nowait(state)
+            except anyio.WouldBlock:
+                continue  # the waiter is behind; it will get the next state, which supersedes this one
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._waiters.get(state.task_id, set()).discard(send)
+
+    @contextmanager
+    def waiting(self, task_id: str) -> Iterator[MemoryObjectReceiveStream[TaskState]]:
+        """Receive the states of `task_id` delivered while inside the block."""
+        send, receive = anyio.create_memory_object_stream[TaskState](WAITER_BUFFER)
+        self._waiters.setdefault(task_id, set()).add(send)
+        try:
+            yield receive
+        finally:
+            waiters = self._waiters.get(task_id)
+            if waiters is not None:
+                waiters.discard(send)
+                if not waiters:
+                    del self._waiters[task_id]
+            send.close()
+            receive.close()
