@@ -22,6 +22,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.auth import OAuthClientInformationFull
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import AnyUrl
 
 from aml_mcp.client import BearerAuth, McpClient, TaskHandle
@@ -116,9 +117,13 @@ async def _call(client: McpClient, name: str, arguments: dict[str, Any]) -> None
 
 
 async def run_scenario(url: str, scenario: str, context: Mapping[str, Any]) -> None:
-    async with McpClient(url, auth=_auth(url, scenario, context), on_input=_accept_with_defaults) as client:
+    version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "")
+    mode = version if version in MODERN_PROTOCOL_VERSIONS else "auto"
+    async with McpClient(
+        url, auth=_auth(url, scenario, context), on_input=_accept_with_defaults, mode=mode
+    ) as client:
         capabilities = client.server_capabilities
-        tools = await client.list_tools() if capabilities.tools is not None or True else []
+        tools = await client.list_tools()
         planned = context.get("toolCalls")
         if isinstance(planned, list):
             calls = [(str(c["name"]), dict(c.get("arguments") or {})) for c in planned]

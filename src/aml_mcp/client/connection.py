@@ -10,10 +10,10 @@ server asks inside a plain call (a retried `tools/call`) or inside a task (`task
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 import httpx2
 import mcp_types as types
@@ -24,6 +24,8 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter
 
 from aml_mcp.client.errors import InputUnavailable
@@ -47,6 +49,7 @@ from aml_mcp.client.wire import (
 
 MAX_INPUT_ROUNDS: Final = 10
 """Most `input_required` rounds one plain call may take before the client gives up."""
+_T = TypeVar("_T")
 _INPUT_RESPONSES: TypeAdapter[types.InputResponses] = TypeAdapter(types.InputResponses)
 
 
@@ -73,6 +76,7 @@ class McpClient:
         client_info: types.Implementation | None = None,
         read_timeout_seconds: float | None = None,
         http_client: httpx2.AsyncClient | None = None,
+        mode: str = "auto",
     ) -> None:
         self.url = url
         self.on_input = on_input
@@ -84,6 +88,9 @@ class McpClient:
         self._client_info = client_info or types.Implementation(name="aml-mcp-client", version="1")
         self._read_timeout_seconds = read_timeout_seconds
         self._sdk: Client | None = None
+        self._mode = mode
+        """The SDK's `mode`: `auto` discovers (falling back to the legacy handshake); a protocol version
+        (`2026-07-28`) adopts it without a discovery round trip."""
 
     async def __aenter__(self) -> McpClient:
         async with AsyncExitStack() as stack:
@@ -97,6 +104,7 @@ class McpClient:
                     elicitation_callback=self._elicit,
                     client_info=self._client_info,
                     read_timeout_seconds=self._read_timeout_seconds,
+                    mode=self._mode,
                 )
             )
             self._stack = stack.pop_all()
@@ -135,7 +143,7 @@ class McpClient:
         tools: list[types.Tool] = []
         cursor: str | None = None
         while True:
-            page = await self.sdk.list_tools(cursor=cursor, cache_mode="refresh")
+            page = await self._version_retried(lambda: self.sdk.list_tools(cursor=cursor, cache_mode="refresh"))
             tools.extend(page.tools)
             cursor = page.next_cursor
             if cursor is None:
@@ -200,12 +208,34 @@ class McpClient:
             return result
 
         try:
-            return await send()
+            return await self._version_retried(send)
         except MCPError as error:
             if error.code != types.HEADER_MISMATCH:
                 raise
             # The tool's listed schema (and its `Mcp-Param-*` headers) is missing or stale: re-list, resend once.
             await self.list_tools()
+            return await send()
+
+    async def _version_retried(self, send: Callable[[], Awaitable[_T]]) -> _T:
+        """Send; when the server rejects the protocol version (-32022) naming versions it supports,
+        adopt the newest one this client speaks and resend once, as the protocol asks."""
+        try:
+            return await send()
+        except MCPError as error:
+            if error.code != UNSUPPORTED_PROTOCOL_VERSION or not isinstance(error.data, dict):
+                raise
+            supported = [v for v in error.data.get("supported") or [] if v in MODERN_PROTOCOL_VERSIONS]
+            if not supported:
+                raise
+            self.sdk.session.adopt(
+                types.DiscoverResult(
+                    supported_versions=[max(supported)],
+                    capabilities=self.sdk.server_capabilities,
+                    result_type="complete",
+                    ttl_ms=0,
+                    cache_scope="private",
+                )
+            )
             return await send()
 
     def task(self, task_id: str, *, on_input: InputHandler | None = None) -> TaskHandle:

@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
+import sys
+import webbrowser
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -186,3 +189,52 @@ def oauth_provider(
         client_metadata_url=client_metadata_url,
         validate_resource_url=validate_resource_url,
     )
+
+
+class LoopbackCatcher(CodeCatcher):
+    """For a person at this machine (RFC 8252): the authorization URL opens in their browser (and is
+    printed), and the redirect comes back to a one-shot listener on 127.0.0.1 at a port the system
+    chose, bound before the URL is built so no other process can take it."""
+
+    def __init__(
+        self,
+        *,
+        open_browser: Callable[[str], object] | None = None,
+        show: Callable[[str], None] | None = None,
+        timeout_seconds: float = 300.0,
+    ) -> None:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(1)
+        self._socket.settimeout(timeout_seconds)
+        self.redirect_uri = f"http://127.0.0.1:{self._socket.getsockname()[1]}/callback"
+        self._open_browser = open_browser if open_browser is not None else webbrowser.open
+        self._show = show if show is not None else (lambda text: print(text, file=sys.stderr, flush=True))
+
+    async def redirect(self, authorization_url: str) -> None:
+        self._show(f"Sign in to authorize this client:\n  {authorization_url}")
+        self._open_browser(authorization_url)
+
+    async def callback(self) -> AuthorizationCodeResult:
+        try:
+            return await anyio.to_thread.run_sync(self._accept_one)
+        finally:
+            self._socket.close()
+
+    def _accept_one(self) -> AuthorizationCodeResult:
+        while True:
+            connection, _ = self._socket.accept()
+            with connection:
+                connection.settimeout(10)
+                request_line = connection.recv(8192).split(b"\r\n", 1)[0].decode("latin-1")
+                parts = request_line.split(" ")
+                if len(parts) < 2 or not parts[1].startswith("/callback"):
+                    connection.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    continue
+                body = b"<!doctype html><title>Signed in</title><p>You can close this window."
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
+                    + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                    + body
+                )
+                return code_from_redirect(parts[1])
