@@ -7,7 +7,8 @@
 # Prints one line per scenario (PASS/FAIL, then `(not scored)` for the extension ones) and
 # `client conformance: N required passed, M required failed`; exits 1 if a required one failed.
 # Installs the suite (pinned) and a Node 22 into the shared cache on first use, as the server
-# suite's runner does.
+# suite's runner does. The harness starts every scenario at once; each client is a Python process
+# that needs seconds of CPU to import, so on a small machine the per-scenario timeout is raised.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -45,7 +46,7 @@ select=(--requirements 2026-07-28)
 for a in "$@"; do case "$a" in --scenario|--scenario=*) select=() ;; esac; done
 set +e
 "$NODE_BIN" "$SUITE_JS" client --command "$ROOT/.venv/bin/aml-mcp conformance-client" \
-  "${select[@]}" -o "$RESULTS_DIR" "$@" >"$RESULTS_DIR/harness.log" 2>&1
+  --timeout "${CONFORMANCE_CLIENT_TIMEOUT_MS:-150000}" "${select[@]}" -o "$RESULTS_DIR" "$@" >"$RESULTS_DIR/harness.log" 2>&1
 harness_rc=$?
 set -e
 echo "results: $RESULTS_DIR (harness exit $harness_rc)"

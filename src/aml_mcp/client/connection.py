@@ -114,8 +114,15 @@ class McpClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         stack, self._stack, self._sdk = self._stack, None, None
-        if stack is not None:
+        if stack is None:
+            return
+        try:
             await stack.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            # The SDK's transport task groups wrap the caller's own exception; let the caller see it
+            # as it was raised (an `MCPError`, a `TaskFailed`) rather than a group of one.
+            if exc is None or any(leaf is not exc for leaf in _leaves(group)):
+                raise
 
     @property
     def sdk(self) -> Client:
@@ -278,6 +285,13 @@ class McpClient:
             return types.ErrorData(code=types.INVALID_REQUEST, message="this client cannot answer input requests")
         answer = await self.on_input(str(context.request_id), request)
         return types.ElicitResult.model_validate(dict(answer))
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    leaves: list[BaseException] = []
+    for inner in group.exceptions:
+        leaves.extend(_leaves(inner) if isinstance(inner, BaseExceptionGroup) else [inner])
+    return leaves
 
 
 @asynccontextmanager

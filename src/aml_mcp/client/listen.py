@@ -55,7 +55,9 @@ async def listen_for_tasks(session: ClientSession, task_ids: Sequence[str]) -> A
     if task_group is None:
         raise ListenUnavailable("the session is not open")
     request = types.SubscriptionsListenRequest(
-        params=types.SubscriptionsListenRequestParams(notifications=types.SubscriptionFilter(task_ids=list(task_ids)))
+        params=types.SubscriptionsListenRequestParams(
+            notifications=types.SubscriptionFilter.model_validate({"taskIds": list(task_ids)})
+        )
     )
     request_id = f"tasks-listen-{secrets.token_hex(8)}"
     data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
