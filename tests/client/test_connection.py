@@ -33,7 +33,10 @@ def test_a_synchronous_tool_returns_its_result(aml_server: SecuredServer) -> Non
     log = MethodLog()
 
     async def main() -> types.CallToolResult:
-        async with http_client(_token(aml_server), log) as http, McpClient(mcp_url(aml_server), http_client=http) as c:
+        async with (
+            http_client(_token(aml_server), log) as http,
+            McpClient(mcp_url(aml_server), http_client=http) as c,
+        ):
             outcome = await c.call_tool("search_aml_notes", {"query": "cash deposits", "top_k": 2})
             assert isinstance(outcome, types.CallToolResult)
             return outcome
@@ -48,7 +51,10 @@ def test_a_task_result_arrives_by_listening(aml_server: SecuredServer) -> None:
     log = MethodLog()
 
     async def main() -> tuple[list[TaskState], types.CallToolResult]:
-        async with http_client(_token(aml_server), log) as http, McpClient(mcp_url(aml_server), http_client=http) as c:
+        async with (
+            http_client(_token(aml_server), log) as http,
+            McpClient(mcp_url(aml_server), http_client=http) as c,
+        ):
             handle = await _task(c, "run_full_eval", {})
             seen = [state async for state in handle.statuses()]
             return seen, await handle.result()
@@ -97,7 +103,9 @@ def test_on_input_answers_the_task_and_it_completes(
             return await (await _task(c, "draft_sar_batch", {"case_ids": [case]})).result()
 
     result = anyio.run(main)
-    assert [key for key, _ in asked] == [key for key, _ in asked[:1]] and len(asked) == 1  # asked once, not per poll
+    assert [key for key, _ in asked] == [key for key, _ in asked[:1]] and len(
+        asked
+    ) == 1  # asked once, not per poll
     key, request = asked[0]
     assert key.startswith(f"dob:{case}:") and request["method"] == "elicitation/create"
     drafted = result.structured_content["cases"][0]  # type: ignore[index]
@@ -118,7 +126,9 @@ def test_answer_and_statuses_without_a_handler(aml_server: SecuredServer, demo_c
                 statuses.append(state.status)
                 if state.status == "input_required":
                     (key,) = handle.pending_inputs()
-                    await handle.answer({key: {"action": "accept", "content": {"date_of_birth": "1969-07-20"}}})
+                    await handle.answer(
+                        {key: {"action": "accept", "content": {"date_of_birth": "1969-07-20"}}}
+                    )
                     assert handle.pending_inputs() == {}
             assert (await handle.result()).is_error is not True
         return statuses

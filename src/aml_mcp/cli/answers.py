@@ -48,7 +48,9 @@ def _fields(request: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {str(name): spec for name, spec in properties.items() if isinstance(spec, Mapping)}
 
 
-def answer_from_flags(key: str, request: Mapping[str, Any], given: Mapping[str, str]) -> dict[str, Any] | None:
+def answer_from_flags(
+    key: str, request: Mapping[str, Any], given: Mapping[str, str]
+) -> dict[str, Any] | None:
     """The elicitation response the `--answer` flags give for one request, or `None`."""
     if request.get("method") != "elicitation/create":
         return None
@@ -62,7 +64,7 @@ def answer_from_flags(key: str, request: Mapping[str, Any], given: Mapping[str, 
         if isinstance(parsed, dict):
             return {"action": "accept", "content": parsed}
         if len(fields) == 1:
-            (name, spec), = fields.items()
+            ((name, spec),) = fields.items()
             return {"action": "accept", "content": {name: coerce(raw, spec)}}
         return None
     content = {name: coerce(given[name], spec) for name, spec in fields.items() if name in given}

@@ -44,7 +44,7 @@ EXIT_INTERRUPTED = 130
 """Ctrl-C: the task was cancelled on the server (128 + SIGINT, as shells expect)."""
 CANCEL_TIMEOUT_SECONDS = 0.9
 """How long Ctrl-C waits for `tasks/cancel` to be acknowledged: the command exits within a second."""
-TOKEN_ENV = "AML_MCP_TOKEN"
+TOKEN_ENV = "AML_MCP_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 """A bearer token from the environment keeps it out of the process list (`ps`) and shell history."""
 
 
@@ -60,7 +60,10 @@ def connection_options() -> argparse.ArgumentParser:
     who.add_argument("--token", help=f"a bearer token (or set {TOKEN_ENV}, which keeps it out of `ps`)")
     who.add_argument("--login", action="store_true", help="sign in with OAuth in the browser (tokens cached)")
     parser.add_argument(
-        "--token-cache", type=Path, default=None, help="where --login keeps tokens (default ~/.cache/aml-mcp/tokens.json)"
+        "--token-cache",
+        type=Path,
+        default=None,
+        help="where --login keeps tokens (default ~/.cache/aml-mcp/tokens.json)",
     )
     parser.add_argument("--poll", action="store_true", help="wait for tasks by polling instead of listening")
     return parser
@@ -75,7 +78,9 @@ def _auth(args: argparse.Namespace) -> httpx2.Auth | None:
 
 
 @asynccontextmanager
-async def _connected(args: argparse.Namespace, answers: CommandLineAnswers | None) -> AsyncIterator[McpClient]:
+async def _connected(
+    args: argparse.Namespace, answers: CommandLineAnswers | None
+) -> AsyncIterator[McpClient]:
     async with McpClient(args.url, auth=_auth(args), on_input=answers, listen=not args.poll) as client:
         yield client
 
@@ -109,11 +114,13 @@ def _print_result(result: types.CallToolResult, out: TextIO) -> int:
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
-async def follow(handle: TaskHandle, answers: CommandLineAnswers | None, reporter: Reporter, out: TextIO) -> int:
+async def follow(
+    handle: TaskHandle, answers: CommandLineAnswers | None, reporter: Reporter, out: TextIO
+) -> int:
     """Wait for the task, showing its states; Ctrl-C (or SIGTERM) cancels it on the server."""
     if answers is not None:
-        answers._before = reporter.pause  # noqa: SLF001 - the prompt takes the terminal from the bar
-        answers._after = reporter.resume  # noqa: SLF001
+        answers._before = reporter.pause
+        answers._after = reporter.resume
     interrupted = False
     outcome: int | None = None
     async with anyio.create_task_group() as group:
@@ -185,7 +192,9 @@ async def run_call(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
 
 async def run_task(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    answers = CommandLineAnswers(parse_answers(getattr(args, "answer", None) or ()), interactive=sys.stdin.isatty())
+    answers = CommandLineAnswers(
+        parse_answers(getattr(args, "answer", None) or ()), interactive=sys.stdin.isatty()
+    )
     async with _connected(args, answers) as client:
         handle = client.task(args.task_id)
         if args.task_command == "cancel":
@@ -231,16 +240,25 @@ def add_commands(commands: Any) -> None:
         "call", parents=[connection_options()], help="call a tool of any MCP server; print its result as JSON"
     )
     call.add_argument("tool", help="the tool's name")
-    call.add_argument("--arg", action="append", metavar="KEY=VALUE", help="one argument (read as its schema type)")
+    call.add_argument(
+        "--arg", action="append", metavar="KEY=VALUE", help="one argument (read as its schema type)"
+    )
     call.add_argument("--json", metavar="ARGS", help="the arguments as one JSON object")
     call.add_argument("--no-wait", action="store_true", help="print the task instead of waiting for it")
     call.add_argument(
-        "--answer", action="append", metavar="KEY=VALUE", help="an answer to an input request (by key or field)"
+        "--answer",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an answer to an input request (by key or field)",
     )
     call.set_defaults(run=_run(run_call))
     task = commands.add_parser("task", help="a task started with `call --no-wait`")
     task_commands = task.add_subparsers(dest="task_command", required=True)
-    for name, text in (("get", "print the task"), ("cancel", "cancel the task"), ("answer", "answer its input")):
+    for name, text in (
+        ("get", "print the task"),
+        ("cancel", "cancel the task"),
+        ("answer", "answer its input"),
+    ):
         sub = task_commands.add_parser(name, parents=[connection_options()], help=text)
         sub.add_argument("task_id", metavar="ID")
         if name == "answer":

@@ -93,7 +93,7 @@ def _auth(url: str, scenario: str, context: Mapping[str, Any]) -> Any:
     catcher = FollowRedirects()
     if context.get("client_id"):
         secret = context.get("client_secret")
-        storage._client = OAuthClientInformationFull(  # noqa: SLF001 - seeding a pre-registered client
+        storage._client = OAuthClientInformationFull(
             client_id=str(context["client_id"]),
             client_secret=str(secret) if secret else None,
             redirect_uris=[AnyUrl(catcher.redirect_uri)],
@@ -101,7 +101,10 @@ def _auth(url: str, scenario: str, context: Mapping[str, Any]) -> Any:
             issuer=context.get("issuer"),
         )
     return oauth_provider(
-        url, storage=storage, catcher=catcher, client_name="aml-mcp conformance client",
+        url,
+        storage=storage,
+        catcher=catcher,
+        client_name="aml-mcp conformance client",
         client_metadata_url=CLIENT_METADATA_URL,
     )
 
@@ -157,7 +160,8 @@ def _conformance_client(args: argparse.Namespace) -> int:
 
 def add_commands(commands: Any) -> None:
     parser = commands.add_parser(
-        "conformance-client", help="the MCP client the official conformance suite drives (reads MCP_CONFORMANCE_*)"
+        "conformance-client",
+        help="the MCP client the official conformance suite drives (reads MCP_CONFORMANCE_*)",
     )
     parser.add_argument("url", help="the scenario's MCP endpoint")
     parser.set_defaults(run=_conformance_client)

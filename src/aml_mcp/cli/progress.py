@@ -81,7 +81,9 @@ class LiveReporter:
             done, total = (1, 1) if state.status == "completed" else (done, total)
         if self._bar is None:
             self._bar = self._progress.add_task(message, total=total, status=state.status)
-        self._progress.update(self._bar, description=message, status=state.status, total=total, completed=done or 0)
+        self._progress.update(
+            self._bar, description=message, status=state.status, total=total, completed=done or 0
+        )
 
     def note(self, text: str) -> None:
         self._console.print(text)

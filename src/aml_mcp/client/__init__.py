@@ -12,8 +12,8 @@ from aml_mcp.client.auth import BearerAuth
 from aml_mcp.client.connection import McpClient
 from aml_mcp.client.errors import InputUnavailable, TaskCancelled, TaskEnded, TaskFailed
 from aml_mcp.client.handle import InputHandler, TaskHandle
+from aml_mcp.client.task_shapes import TASKS_EXTENSION, TaskState
 from aml_mcp.client.tracing import new_traceparent
-from aml_mcp.client.wire import TASKS_EXTENSION, TaskState
 
 __all__ = [
     "TASKS_EXTENSION",

@@ -32,9 +32,8 @@ from aml_mcp.client.errors import InputUnavailable
 from aml_mcp.client.events import TaskEvents
 from aml_mcp.client.extension import TasksExtension
 from aml_mcp.client.handle import InputHandler, TaskHandle
-from aml_mcp.client.listen import TaskListen, listen_for_tasks
-from aml_mcp.client.tracing import TRACEPARENT_META_KEY, new_traceparent
-from aml_mcp.client.wire import (
+from aml_mcp.client.task_listen import TaskListen, listen_for_tasks
+from aml_mcp.client.task_shapes import (
     TASKS_EXTENSION,
     Acknowledgement,
     CancelTaskRequest,
@@ -46,6 +45,7 @@ from aml_mcp.client.wire import (
     UpdateTaskParams,
     UpdateTaskRequest,
 )
+from aml_mcp.client.tracing import TRACEPARENT_META_KEY, new_traceparent
 
 MAX_INPUT_ROUNDS: Final = 10
 """Most `input_required` rounds one plain call may take before the client gives up."""
@@ -150,7 +150,9 @@ class McpClient:
         tools: list[types.Tool] = []
         cursor: str | None = None
         while True:
-            page = await self._version_retried(lambda: self.sdk.list_tools(cursor=cursor, cache_mode="refresh"))
+            page = await self._version_retried(
+                lambda: self.sdk.list_tools(cursor=cursor, cache_mode="refresh")
+            )
             tools.extend(page.tools)
             cursor = page.next_cursor
             if cursor is None:
@@ -171,7 +173,10 @@ class McpClient:
         are answered with `on_input` (or the client's) and the call retried, as the protocol asks.
         """
         answer = on_input or self.on_input
-        request_meta: dict[str, Any] = {TRACEPARENT_META_KEY: traceparent or new_traceparent(), **(meta or {})}
+        request_meta: dict[str, Any] = {
+            TRACEPARENT_META_KEY: traceparent or new_traceparent(),
+            **(meta or {}),
+        }
         args = dict(arguments or {})
         responses: types.InputResponses | None = None
         state: str | None = None
@@ -182,7 +187,9 @@ class McpClient:
             if isinstance(result, types.CallToolResult):
                 return result
             if not isinstance(result, types.InputRequiredResult):
-                raise MCPError(types.INTERNAL_ERROR, f"unexpected result to tools/call: {type(result).__name__}")
+                raise MCPError(
+                    types.INTERNAL_ERROR, f"unexpected result to tools/call: {type(result).__name__}"
+                )
             requests = {
                 key: request.model_dump(by_alias=True, mode="json", exclude_none=True)
                 for key, request in (result.input_requests or {}).items()
@@ -203,7 +210,9 @@ class McpClient:
         meta: dict[str, Any],
     ) -> types.CallToolResult | types.InputRequiredResult | types.Result:
         async def send() -> types.CallToolResult | types.InputRequiredResult | types.Result:
-            result: types.CallToolResult | types.InputRequiredResult | types.Result = await self.sdk.session.call_tool(
+            result: (
+                types.CallToolResult | types.InputRequiredResult | types.Result
+            ) = await self.sdk.session.call_tool(
                 name,
                 arguments,
                 input_responses=responses,
@@ -219,7 +228,7 @@ class McpClient:
         except MCPError as error:
             if error.code != types.HEADER_MISMATCH:
                 raise
-            # The tool's listed schema (and its `Mcp-Param-*` headers) is missing or stale: re-list, resend once.
+            # The listed schema (and its `Mcp-Param-*` headers) is missing or stale: re-list, resend once.
             await self.list_tools()
             return await send()
 
@@ -263,7 +272,9 @@ class McpClient:
         )
 
     async def cancel_task(self, task_id: str) -> None:
-        await self.sdk.session.send_request(CancelTaskRequest(params=TaskIdParams(task_id=task_id)), Acknowledgement)
+        await self.sdk.session.send_request(
+            CancelTaskRequest(params=TaskIdParams(task_id=task_id)), Acknowledgement
+        )
 
     def listen_tasks(self, task_ids: list[str]) -> AbstractAsyncContextManager[TaskListen]:
         return listen_for_tasks(self.sdk.session, task_ids)
@@ -282,7 +293,9 @@ class McpClient:
         """The SDK's elicitation callback (its presence is what declares the `elicitation` capability)."""
         request = {"method": "elicitation/create", "params": params.model_dump(by_alias=True, mode="json")}
         if self.on_input is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="this client cannot answer input requests")
+            return types.ErrorData(
+                code=types.INVALID_REQUEST, message="this client cannot answer input requests"
+            )
         answer = await self.on_input(str(context.request_id), request)
         return types.ElicitResult.model_validate(dict(answer))
 

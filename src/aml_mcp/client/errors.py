@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aml_mcp.client.wire import TaskState
+from aml_mcp.client.task_shapes import TaskState
 
 
 class TaskEnded(Exception):

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aml_mcp.client.wire import TaskState
+from aml_mcp.client.task_shapes import TaskState
 
 WAITER_BUFFER = 64
 """States kept per waiter before the oldest is dropped."""

@@ -15,7 +15,7 @@ import mcp_types as types
 from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 
 from aml_mcp.client.events import TaskEvents
-from aml_mcp.client.wire import TASKS_EXTENSION, CreateTaskResult, TaskState
+from aml_mcp.client.task_shapes import TASKS_EXTENSION, CreateTaskResult, TaskState
 
 Resolver = Callable[[CreateTaskResult, ClaimContext], Awaitable[types.CallToolResult]]
 
@@ -41,4 +41,8 @@ class TasksExtension(ClientExtension):
         return (ResultClaim(result_type="task", model=CreateTaskResult, resolve=self._resolve),)
 
     def notifications(self) -> Sequence[NotificationBinding[Any]]:
-        return (NotificationBinding(method="notifications/tasks", params_type=TaskState, handler=self._events.deliver),)
+        return (
+            NotificationBinding(
+                method="notifications/tasks", params_type=TaskState, handler=self._events.deliver
+            ),
+        )

@@ -19,8 +19,8 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from aml_mcp.client.errors import TaskCancelled, TaskFailed
-from aml_mcp.client.listen import ListenUnavailable, TaskListen
-from aml_mcp.client.wire import DEFAULT_POLL_INTERVAL_MS, TaskState
+from aml_mcp.client.task_listen import ListenUnavailable, TaskListen
+from aml_mcp.client.task_shapes import DEFAULT_POLL_INTERVAL_MS, TaskState
 
 InputHandler = Callable[[str, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 """Answers one input request: `(key, {"method": ..., "params": ...})` → its response
@@ -41,7 +41,9 @@ class TaskOps(Protocol):
 
     def listen_tasks(self, task_ids: list[str]) -> AbstractAsyncContextManager[TaskListen]: ...
 
-    def task_states(self, task_id: str) -> AbstractAsyncContextManager[MemoryObjectReceiveStream[TaskState]]: ...
+    def task_states(
+        self, task_id: str
+    ) -> AbstractAsyncContextManager[MemoryObjectReceiveStream[TaskState]]: ...
 
     @property
     def can_listen(self) -> bool: ...

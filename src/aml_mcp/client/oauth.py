@@ -23,7 +23,12 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import httpx2
 from mcp.client.auth import OAuthClientProvider
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 from pydantic import AnyUrl
 
 TOKEN_FILE_MODE = 0o600
@@ -88,7 +93,9 @@ class FileTokenStorage:
         return OAuthToken.model_validate(raw) if raw else None
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        await anyio.to_thread.run_sync(self._store, "tokens", tokens.model_dump(mode="json", exclude_none=True))
+        await anyio.to_thread.run_sync(
+            self._store, "tokens", tokens.model_dump(mode="json", exclude_none=True)
+        )
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         raw = self._entry().get("client")
@@ -131,7 +138,9 @@ class FollowRedirects(CodeCatcher):
             response = await http.get(authorization_url)
         location = response.headers.get("location")
         if response.status_code not in (301, 302, 303, 307, 308) or not location:
-            raise RuntimeError(f"the authorization server did not redirect back (HTTP {response.status_code})")
+            raise RuntimeError(
+                f"the authorization server did not redirect back (HTTP {response.status_code})"
+            )
         self._result = code_from_redirect(location)
 
     async def callback(self) -> AuthorizationCodeResult:
@@ -177,7 +186,7 @@ def oauth_provider(
         redirect_uris=[AnyUrl(redirect_uri or catcher.redirect_uri)],
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
-        token_endpoint_auth_method="none",
+        token_endpoint_auth_method="none",  # noqa: S106 - a public client (PKCE), no secret
         scope=scope,
     )
     return OAuthClientProvider(
@@ -229,7 +238,9 @@ class LoopbackCatcher(CodeCatcher):
                 request_line = connection.recv(8192).split(b"\r\n", 1)[0].decode("latin-1")
                 parts = request_line.split(" ")
                 if len(parts) < 2 or not parts[1].startswith("/callback"):
-                    connection.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    connection.sendall(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    )
                     continue
                 body = b"<!doctype html><title>Signed in</title><p>You can close this window."
                 connection.sendall(

@@ -51,7 +51,7 @@ async def listen_for_tasks(session: ClientSession, task_ids: Sequence[str]) -> A
     """Open a listen stream for `task_ids`; raise `ListenUnavailable` when it cannot be opened."""
     if session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         raise ListenUnavailable(f"subscriptions/listen needs 2026-07-28, not {session.protocol_version}")
-    task_group = session._task_group  # noqa: SLF001 - as the SDK's own listen()
+    task_group = session._task_group
     if task_group is None:
         raise ListenUnavailable("the session is not open")
     request = types.SubscriptionsListenRequest(
@@ -62,15 +62,15 @@ async def listen_for_tasks(session: ClientSession, task_ids: Sequence[str]) -> A
     request_id = f"tasks-listen-{secrets.token_hex(8)}"
     data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
     opts: CallOptions = {"request_id": request_id}
-    session._stamp(data, opts)  # noqa: SLF001
+    session._stamp(data, opts)
     ended = anyio.Event()
     driver_scope = anyio.CancelScope()
-    route = session._register_listen_route(request_id)  # noqa: SLF001
+    route = session._register_listen_route(request_id)
 
     async def drive() -> None:
         with driver_scope:
             try:
-                await session._dispatcher.send_raw_request(data["method"], data.get("params"), opts)  # noqa: SLF001
+                await session._dispatcher.send_raw_request(data["method"], data.get("params"), opts)
             except MCPError as error:
                 route.settle("lost", error=error)
             except Exception as error:  # a transport fault ends this stream only; the caller polls
@@ -96,7 +96,7 @@ async def listen_for_tasks(session: ClientSession, task_ids: Sequence[str]) -> A
     finally:
         route.settle("local")
         driver_scope.cancel()
-        session._unregister_listen_route(request_id)  # noqa: SLF001
+        session._unregister_listen_route(request_id)
 
 
 __all__ = ["ListenUnavailable", "TaskListen", "listen_for_tasks"]
