@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from functools import partial
 from types import TracebackType
 from typing import Any, Final, TypeVar, cast
 
@@ -151,7 +152,7 @@ class McpClient:
         cursor: str | None = None
         while True:
             page = await self._version_retried(
-                lambda: self.sdk.list_tools(cursor=cursor, cache_mode="refresh")
+                partial(self.sdk.list_tools, cursor=cursor, cache_mode="refresh")
             )
             tools.extend(page.tools)
             cursor = page.next_cursor
