@@ -122,7 +122,9 @@ class CommandLineAnswers:
             raise InputUnavailable({key: dict(request)})
         self._before()
         try:
-            return await anyio.to_thread.run_sync(prompt_for, key, request, self._ask, self._out)
+            return await anyio.to_thread.run_sync(
+                prompt_for, key, request, self._ask, self._out, abandon_on_cancel=True
+            )
         finally:
             self._after()
 
