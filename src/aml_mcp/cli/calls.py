@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -216,6 +217,8 @@ async def run_task(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
 def _run(runner: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
+        for noisy in ("httpx", "httpx2", "mcp"):  # stderr is for the task's progress, not request logs
+            logging.getLogger(noisy).setLevel(logging.WARNING)
         try:
             code: int = anyio.run(runner, args)
         except KeyboardInterrupt:
