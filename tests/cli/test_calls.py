@@ -18,7 +18,13 @@ import pytest
 from aml_mcp.aml.notes import CaseNote
 from tests.aml.tools import slow_drafter
 from tests.aml.tools.aml_client import A, load_demo
-from tests.support.aml_live import ALL_SCOPES, case_needing_dob, complete_case, demo_cases_by_bank, live_aml_server
+from tests.support.aml_live import (
+    ALL_SCOPES,
+    case_needing_dob,
+    complete_case,
+    demo_cases_by_bank,
+    live_aml_server,
+)
 from tests.support.oauth import SecuredServer, TestIssuer, audit_events
 from tests.support.waiting import eventually
 
@@ -147,7 +153,9 @@ def _spawn_on_pty(server: SecuredServer, *args: str) -> tuple[subprocess.Popen[b
 
 def test_input_required_is_asked_on_the_terminal(server: SecuredServer, cases: Cases) -> None:
     case = case_needing_dob(cases)
-    child, terminal = _spawn_on_pty(server, "call", "draft_sar_batch", "--json", json.dumps({"case_ids": [case]}))
+    child, terminal = _spawn_on_pty(
+        server, "call", "draft_sar_batch", "--json", json.dumps({"case_ids": [case]})
+    )
     try:
         shown = _read_until(terminal, b"Date of birth", timeout=60)
         assert case.encode() in shown

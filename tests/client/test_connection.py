@@ -13,7 +13,14 @@ from mcp.shared.exceptions import MCPError
 
 from aml_mcp.client import McpClient, TaskCancelled, TaskHandle, TaskState
 from tests.aml.tools.aml_client import A
-from tests.support.aml_live import ALL_SCOPES, MethodLog, case_needing_dob, complete_case, http_client, mcp_url
+from tests.support.aml_live import (
+    ALL_SCOPES,
+    MethodLog,
+    case_needing_dob,
+    complete_case,
+    http_client,
+    mcp_url,
+)
 from tests.support.oauth import SecuredServer
 
 Cases = dict[str, dict[str, Any]]

@@ -78,6 +78,17 @@ Ask = Callable[[str], str]
 """Reads one line from the person at the terminal, after showing the prompt."""
 
 
+def ask_on_terminal(prompt: str) -> str:
+    """The prompt on stderr, the answer from stdin: stdout carries only the result (`input()` would
+    write the prompt there)."""
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError("no more input")
+    return line
+
+
 def prompt_for(key: str, request: Mapping[str, Any], ask: Ask, out: TextIO) -> dict[str, Any]:
     """Ask the person at the terminal for each field of the form; an empty answer declines."""
     params = request.get("params") or {}
@@ -102,7 +113,7 @@ class CommandLineAnswers:
         given: Mapping[str, str],
         *,
         interactive: bool,
-        ask: Ask = input,
+        ask: Ask = ask_on_terminal,
         out: TextIO = sys.stderr,
         before_prompt: Callable[[], None] = lambda: None,
         after_prompt: Callable[[], None] = lambda: None,
