@@ -78,6 +78,7 @@ class McpClient:
         read_timeout_seconds: float | None = None,
         http_client: httpx2.AsyncClient | None = None,
         mode: str = "auto",
+        tasks: bool = True,
     ) -> None:
         self.url = url
         self.on_input = on_input
@@ -90,6 +91,8 @@ class McpClient:
         self._read_timeout_seconds = read_timeout_seconds
         self._sdk: Client | None = None
         self._mode = mode
+        self._tasks = tasks
+        """Declare the Tasks extension (`False`: a client that takes only plain results)."""
         """The SDK's `mode`: `auto` discovers (falling back to the legacy handshake); a protocol version
         (`2026-07-28`) adopts it without a discovery round trip."""
 
@@ -101,7 +104,7 @@ class McpClient:
             self._sdk = await stack.enter_async_context(
                 Client(
                     streamable_http_client(self.url, http_client=http),
-                    extensions=[TasksExtension(self._events, self._resolve_for_sdk)],
+                    extensions=[TasksExtension(self._events, self._resolve_for_sdk)] if self._tasks else [],
                     elicitation_callback=self._elicit,
                     client_info=self._client_info,
                     read_timeout_seconds=self._read_timeout_seconds,
