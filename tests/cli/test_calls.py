@@ -102,8 +102,8 @@ def test_input_that_cannot_be_answered_is_listed_and_fails(server: SecuredServer
 
 
 def test_no_wait_prints_the_task_and_task_get_follows_it(server: SecuredServer, cases: Cases) -> None:
-    started = _run(server, "call", "draft_sar_batch", "--json", json.dumps({"case_ids": [complete_case(cases)]}),
-                   "--no-wait")  # fmt: skip
+    arguments = json.dumps({"case_ids": [complete_case(cases)]})
+    started = _run(server, "call", "draft_sar_batch", "--json", arguments, "--no-wait")
     assert started.returncode == 0, started.stderr
     task_id = json.loads(started.stdout)["taskId"]
 

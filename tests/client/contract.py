@@ -131,31 +131,30 @@ async def _check_tool(
     traceparent = new_traceparent()
     sent_before = len(wire.calls)
     token = token_for(asked or "")
-    async with httpx2.AsyncClient(
-        timeout=httpx2.Timeout(30, read=300), headers={"authorization": f"Bearer {token}"},
+    http = httpx2.AsyncClient(
+        timeout=httpx2.Timeout(30, read=300),
+        headers={"authorization": f"Bearer {token}"},
         event_hooks={"request": [wire]},
-    ) as http:  # fmt: skip
-        async with McpClient(mcp_url(server), http_client=http, tasks=plan.tasks) as client:
-            mark = server.audit_mark()
-            was_task = False
-            try:
-                outcome = await client.call_tool(name, arguments, traceparent=traceparent)
-                was_task = isinstance(outcome, TaskHandle)
-                result = await outcome.result() if isinstance(outcome, TaskHandle) else outcome
-            except MCPError as error:
-                data = error.error.data if isinstance(error.error.data, dict) else {}
-                demanded = data.get("requiredCapabilities")
-                if demanded is not None:
-                    problems.append(
-                        f"{name}: the server demands capabilities {demanded}; the client lacks them"
-                    )
-                else:
-                    problems.append(f"{name}: the server refused the client's call: {error}")
-                result = None
-            if was_task and TASKS_EXTENSION not in client_extensions:
-                problems.append(
-                    f"{name}: the server answered with a task; the client did not declare the extension"
-                )
+    )
+    async with http, McpClient(mcp_url(server), http_client=http, tasks=plan.tasks) as client:
+        mark = server.audit_mark()
+        was_task = False
+        try:
+            outcome = await client.call_tool(name, arguments, traceparent=traceparent)
+            was_task = isinstance(outcome, TaskHandle)
+            result = await outcome.result() if isinstance(outcome, TaskHandle) else outcome
+        except MCPError as error:
+            data = error.error.data if isinstance(error.error.data, dict) else {}
+            demanded = data.get("requiredCapabilities")
+            if demanded is not None:
+                problems.append(f"{name}: the server demands capabilities {demanded}; the client lacks them")
+            else:
+                problems.append(f"{name}: the server refused the client's call: {error}")
+            result = None
+        if was_task and TASKS_EXTENSION not in client_extensions:
+            problems.append(
+                f"{name}: the server answered with a task; the client did not declare the extension"
+            )
     for body in wire.calls[sent_before:]:
         sent = body["params"].get("arguments") or {}
         for error in jsonschema.Draft202012Validator(tool.input_schema).iter_errors(sent):
