@@ -14,6 +14,7 @@ import os
 import secrets
 import socket
 import sys
+import weakref
 import webbrowser
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -219,16 +220,18 @@ class LoopbackCatcher(CodeCatcher):
         self.redirect_uri = f"http://127.0.0.1:{self._socket.getsockname()[1]}/callback"
         self._open_browser = open_browser if open_browser is not None else webbrowser.open
         self._show = show if show is not None else (lambda text: print(text, file=sys.stderr, flush=True))
+        weakref.finalize(self, self._socket.close)
 
     async def redirect(self, authorization_url: str) -> None:
         self._show(f"Sign in to authorize this client:\n  {authorization_url}")
         self._open_browser(authorization_url)
 
     async def callback(self) -> AuthorizationCodeResult:
-        try:
-            return await anyio.to_thread.run_sync(self._accept_one)
-        finally:
-            self._socket.close()
+        # The listener stays open: a step-up later in the same run comes back to the same URI.
+        return await anyio.to_thread.run_sync(self._accept_one, abandon_on_cancel=True)
+
+    def close(self) -> None:
+        self._socket.close()
 
     def _accept_one(self) -> AuthorizationCodeResult:
         while True:
