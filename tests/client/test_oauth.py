@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx
+import mcp_types as types
 import pytest
 
 from aml_mcp.client import McpClient
@@ -62,9 +63,10 @@ def test_sign_in_step_up_and_the_cached_token(server: SecuredServer, tmp_path: P
     async def first_run() -> None:
         async with _client(server, cache, browser) as client:
             read = await client.call_tool("probe_read", {})
-            assert not isinstance(read, McpClient) and read.structured_content["subject"] == "carol"  # type: ignore[union-attr]
+            assert isinstance(read, types.CallToolResult) and read.structured_content is not None
+            assert read.structured_content["subject"] == "carol"
             drafted = await client.call_tool("probe_draft", {})
-            assert drafted.is_error is not True  # type: ignore[union-attr]
+            assert isinstance(drafted, types.CallToolResult) and drafted.is_error is not True
 
     anyio.run(first_run)
     assert len(browser.visits) == 2
@@ -82,7 +84,8 @@ def test_sign_in_step_up_and_the_cached_token(server: SecuredServer, tmp_path: P
 
     async def second_run() -> None:
         async with _client(server, cache, again) as client:
-            assert (await client.call_tool("probe_draft", {})).is_error is not True  # type: ignore[union-attr]
+            drafted = await client.call_tool("probe_draft", {})
+            assert isinstance(drafted, types.CallToolResult) and drafted.is_error is not True
 
     anyio.run(second_run)
     assert again.visits == []  # signed in from the cache, no browser
