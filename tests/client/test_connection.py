@@ -173,7 +173,7 @@ def test_a_handle_on_an_existing_task(aml_server: SecuredServer, demo_cases: Cas
             async with McpClient(url, http_client=http) as first:
                 task_id = (await _task(first, "draft_sar_batch", {"case_ids": [case]})).task_id
             async with McpClient(url, http_client=http) as second:
-                handle = second.task(task_id)
+                handle = await second.task(task_id)
                 return task_id, await handle.result()
 
     task_id, result = anyio.run(main)

@@ -122,8 +122,8 @@ class CommandLineAnswers:
         self.interactive = interactive
         self._ask = ask
         self._out = out
-        self._before = before_prompt
-        self._after = after_prompt
+        self.before_prompt = before_prompt
+        self.after_prompt = after_prompt
 
     async def __call__(self, key: str, request: Mapping[str, Any]) -> Mapping[str, Any]:
         answer = answer_from_flags(key, request, self.given)
@@ -131,13 +131,13 @@ class CommandLineAnswers:
             return answer
         if not self.interactive or request.get("method") != "elicitation/create":
             raise InputUnavailable({key: dict(request)})
-        self._before()
+        self.before_prompt()
         try:
             return await anyio.to_thread.run_sync(
                 prompt_for, key, request, self._ask, self._out, abandon_on_cancel=True
             )
         finally:
-            self._after()
+            self.after_prompt()
 
     def unanswerable(self, requests: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         """Those of `requests` neither the flags nor a prompt can answer."""

@@ -120,8 +120,8 @@ async def follow(
 ) -> int:
     """Wait for the task, showing its states; Ctrl-C (or SIGTERM) cancels it on the server."""
     if answers is not None:
-        answers._before = reporter.pause
-        answers._after = reporter.resume
+        answers.before_prompt = reporter.pause  # the prompt takes the terminal from the bar
+        answers.after_prompt = reporter.resume
     interrupted = False
     outcome: int | None = None
     async with anyio.create_task_group() as group:
@@ -197,20 +197,19 @@ async def run_task(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         parse_answers(getattr(args, "answer", None) or ()), interactive=sys.stdin.isatty()
     )
     async with _connected(args, answers) as client:
-        handle = client.task(args.task_id)
+        handle = await client.task(args.task_id)
         if args.task_command == "cancel":
             await handle.cancel()
             print(f"task {args.task_id}: cancel requested", file=sys.stderr)
             state = await handle.refresh()
         elif args.task_command == "answer":
-            state = await handle.refresh()
             pending = handle.pending_inputs()
             given = {key: await answers(key, request) for key, request in pending.items()}
             if given:
                 await handle.answer(given)
             state = await handle.refresh()
         else:
-            state = await handle.refresh()
+            state = handle.state
         print(json.dumps(state.wire(), indent=2, ensure_ascii=False), file=out, flush=True)
         return EXIT_OK
 

@@ -89,17 +89,18 @@ def _auth(url: str, scenario: str, context: Mapping[str, Any]) -> Any:
         return BearerAuth(str(context["access_token"]))
     if not scenario.startswith("auth/"):
         return None
-    storage = MemoryTokenStorage()
     catcher = FollowRedirects()
+    registered = None
     if context.get("client_id"):
         secret = context.get("client_secret")
-        storage._client = OAuthClientInformationFull(
+        registered = OAuthClientInformationFull(
             client_id=str(context["client_id"]),
             client_secret=str(secret) if secret else None,
             redirect_uris=[AnyUrl(catcher.redirect_uri)],
             token_endpoint_auth_method="client_secret_basic" if secret else "none",
             issuer=context.get("issuer"),
         )
+    storage = MemoryTokenStorage(registered)
     return oauth_provider(
         url,
         storage=storage,

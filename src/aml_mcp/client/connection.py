@@ -147,7 +147,8 @@ class McpClient:
     @property
     def can_listen(self) -> bool:
         """Listening for task states needs a 2026-07-28 connection to a server declaring the extension."""
-        return self.listen and self.sdk.protocol_version >= "2026-07-28" and self.server_supports_tasks
+        modern = self.sdk.protocol_version in MODERN_PROTOCOL_VERSIONS
+        return self.listen and modern and self.server_supports_tasks
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool, all pages."""
@@ -258,9 +259,9 @@ class McpClient:
             )
             return await send()
 
-    def task(self, task_id: str, *, on_input: InputHandler | None = None) -> TaskHandle:
-        """A handle on an existing task (e.g. one printed by `aml-mcp call --no-wait`); `refresh()` it."""
-        state = TaskState(task_id=task_id, status="working")
+    async def task(self, task_id: str, *, on_input: InputHandler | None = None) -> TaskHandle:
+        """A handle on an existing task (e.g. one `aml-mcp call --no-wait` printed), at its current state."""
+        state = await self.get_task(task_id)
         return TaskHandle(self, state, on_input=on_input or self.on_input, listen=self.listen)
 
     async def get_task(self, task_id: str) -> TaskState:

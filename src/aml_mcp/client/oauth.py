@@ -39,9 +39,10 @@ TOKEN_FILE_MODE = 0o600
 class MemoryTokenStorage:
     """Tokens and client registration for one process."""
 
-    def __init__(self) -> None:
+    def __init__(self, client_info: OAuthClientInformationFull | None = None) -> None:
+        """`client_info`: a client registered with the authorization server beforehand, if any."""
         self._tokens: OAuthToken | None = None
-        self._client: OAuthClientInformationFull | None = None
+        self._client = client_info
 
     async def get_tokens(self) -> OAuthToken | None:
         return self._tokens
