@@ -27,7 +27,8 @@ async def greet(arguments: dict[str, Any], ctx: InvocationContext) -> types.Call
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer) -> Iterator[SecuredServer]:
-    catalog = Catalog(
+    greeter = ToolSpec(name="greet", description="Greets.", input_schema={"type": "object"}, body=greet)
+    catalog = Catalog(tools=ToolRegistry([greeter]))
         tools=ToolRegistry(
             [ToolSpec(name="greet", description="Greets.", input_schema={"type": "object"}, body=greet)]
         )
