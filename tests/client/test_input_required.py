@@ -29,10 +29,6 @@ async def greet(arguments: dict[str, Any], ctx: InvocationContext) -> types.Call
 def server(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer) -> Iterator[SecuredServer]:
     greeter = ToolSpec(name="greet", description="Greets.", input_schema={"type": "object"}, body=greet)
     catalog = Catalog(tools=ToolRegistry([greeter]))
-        tools=ToolRegistry(
-            [ToolSpec(name="greet", description="Greets.", input_schema={"type": "object"}, body=greet)]
-        )
-    )
     data_dir: Path = tmp_path_factory.mktemp("client-mrtr")
     with secured_server(data_dir, catalog, issuer=issuer, real_socket=True) as running:
         yield running
