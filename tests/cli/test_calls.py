@@ -198,3 +198,24 @@ def test_ctrl_c_cancels_the_task_within_a_second(server: SecuredServer) -> None:
         what="the task to be cancelled",
     )
     assert any(e["method"] == "tasks/cancel" for e in audit_events(server.data_dir))
+
+
+def test_task_answer_gives_a_waiting_task_its_input(server: SecuredServer, cases: Cases) -> None:
+    case = case_needing_dob(cases)
+    started = _run(server, "call", "draft_sar_batch", "--json", json.dumps({"case_ids": [case]}), "--no-wait")
+    task_id = json.loads(started.stdout)["taskId"]
+    eventually(
+        lambda: json.loads(_run(server, "task", "get", task_id).stdout)["status"] == "input_required",
+        timeout=60,
+        interval=0.5,
+        what="the task to ask for input",
+    )
+    answered = _run(server, "task", "answer", task_id, "--answer", "date_of_birth=1970-01-02")
+    assert answered.returncode == 0, answered.stderr
+
+    def completed() -> dict[str, object] | None:
+        state: dict[str, object] = json.loads(_run(server, "task", "get", task_id).stdout)
+        return state if state["status"] == "completed" else None
+
+    state = eventually(completed, timeout=60, interval=0.5, what="the task to complete")
+    assert "1970-01-02" in json.dumps(state["result"])

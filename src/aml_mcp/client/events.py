@@ -2,12 +2,14 @@
 
 The SDK delivers an extension's notifications to one handler per method for the whole client; the
 handles of several tasks may be waiting at once, each on its own listen stream or a shared one, so
-the handler fans out by task id. A waiter that falls behind loses its oldest states, never blocks the
-session: each notification carries the complete task, so the newest one is all a waiter needs.
+the handler fans out by task id. Delivery never blocks the session: each waiter's queue is unbounded, which is
+safe because a waiter follows one task, whose states are few and which it reads as they come (and
+dropping one could drop the terminal state).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,8 +18,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aml_mcp.client.task_shapes import TaskState
 
-WAITER_BUFFER = 64
-"""States kept per waiter before the oldest is dropped."""
 
 
 class TaskEvents:
@@ -31,15 +31,13 @@ class TaskEvents:
         for send in list(self._waiters.get(state.task_id, ())):
             try:
                 send.send_nowait(state)
-            except anyio.WouldBlock:
-                continue  # the waiter is behind; it will get the next state, which supersedes this one
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._waiters.get(state.task_id, set()).discard(send)
 
     @contextmanager
     def waiting(self, task_id: str) -> Iterator[MemoryObjectReceiveStream[TaskState]]:
         """Receive the states of `task_id` delivered while inside the block."""
-        send, receive = anyio.create_memory_object_stream[TaskState](WAITER_BUFFER)
+        send, receive = anyio.create_memory_object_stream[TaskState](math.inf)
         self._waiters.setdefault(task_id, set()).add(send)
         try:
             yield receive
