@@ -19,7 +19,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aml_mcp.client.task_shapes import TaskState
 
 
-
 class TaskEvents:
     """Task id → the waiters' queues."""
 
