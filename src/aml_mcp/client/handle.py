@@ -125,7 +125,12 @@ class TaskHandle:
     async def statuses(self) -> AsyncIterator[TaskState]:
         """Each distinct state from the current one until a terminal one (included)."""
         seen: str | None = None
-        async for state in self._observe():
+        async for observed in self._observe():
+            state = observed
+            if state.status == "input_required" and not state.input_requests:
+                # A state that says input is needed but not which (a notification sent before the
+                # requests were stored): `tasks/get` must list them all.
+                state = await self.refresh()
             self.state = state
             mark = _fingerprint(state)
             if mark == seen:
