@@ -128,8 +128,8 @@ class TaskHandle:
         async for observed in self._observe():
             state = observed
             if state.status == "input_required" and not state.input_requests:
-                # A state that says input is needed but not which (a notification sent before the
-                # requests were stored): `tasks/get` must list them all.
+                # A state that says input is needed but not which (a server may leave them out of
+                # a notification): `tasks/get` must list them all.
                 state = await self.refresh()
             self.state = state
             mark = _fingerprint(state)
