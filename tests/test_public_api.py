@@ -105,3 +105,24 @@ def test_the_aml_domain_exports_the_drafter_seam() -> None:
 def test_the_package_is_marked_typed() -> None:
     """Embedders who run mypy read the inline types instead of being told there are no stubs."""
     assert (Path(aml_mcp.__file__).parent / "py.typed").is_file()
+
+
+def test_the_client_is_its_own_public_subpackage() -> None:
+    """`aml_mcp.client` is public on its own (`aml_mcp.__all__` stays the server's API)."""
+    import aml_mcp.client
+
+    assert aml_mcp.client.__all__ == [
+        "TASKS_EXTENSION",
+        "BearerAuth",
+        "InputHandler",
+        "InputUnavailable",
+        "McpClient",
+        "TaskCancelled",
+        "TaskEnded",
+        "TaskFailed",
+        "TaskHandle",
+        "TaskState",
+        "new_traceparent",
+    ]
+    for name in aml_mcp.client.__all__:
+        assert hasattr(aml_mcp.client, name), name

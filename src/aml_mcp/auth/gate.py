@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
+from aml_mcp.audit.trace import trace_id_of
 from aml_mcp.auth.challenge import Challenges
 from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.revocation import RevocationList
@@ -262,7 +263,15 @@ class BearerAdmission:
                 principal,
                 detail={"needed": sorted(needed), "granted": sorted(principal.scopes)},
             )
+        trace_id = trace_id_of(params)
         self.record(
-            AuditEvent.about(principal, decision=Decision.ALLOW, reason="ok", method=method, target=target)
+            AuditEvent.about(
+                principal,
+                decision=Decision.ALLOW,
+                reason="ok",
+                method=method,
+                target=target,
+                detail={"trace_id": trace_id} if trace_id else None,
+            )
         )
         return principal

@@ -1,0 +1,102 @@
+"""How the CLI shows a task's progress on stderr: a live bar on a terminal, plain lines otherwise.
+
+The Tasks extension has no numeric progress, only a status and a message; a message that reads
+`n/m` (`drafted 12/43 cases`) drives the bar, any other shows as an indeterminate one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol, TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+
+from aml_mcp.client import TaskState
+
+_FRACTION = re.compile(r"(\d+)\s*/\s*(\d+)")
+
+
+class Reporter(Protocol):
+    def show(self, state: TaskState) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _line(state: TaskState) -> str:
+    message = f" — {state.status_message}" if state.status_message else ""
+    return f"task {state.task_id}: {state.status}{message}"
+
+
+class PlainReporter:
+    """One line per change, for logs and pipes."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def show(self, state: TaskState) -> None:
+        print(_line(state), file=self._out, flush=True)
+
+    def note(self, text: str) -> None:
+        print(text, file=self._out, flush=True)
+
+    def pause(self) -> None:
+        return None
+
+    def resume(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class LiveReporter:
+    """A rich progress bar with the task's status and message, redrawn in place."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._console = Console(file=out, stderr=True)
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.fields[status]}"),
+            BarColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=self._console,
+            transient=False,
+        )
+        self._bar: TaskID | None = None
+        self._progress.start()
+
+    def show(self, state: TaskState) -> None:
+        message = state.status_message or ""
+        fraction = _FRACTION.search(message)
+        done, total = (int(fraction.group(1)), int(fraction.group(2))) if fraction else (None, None)
+        if state.terminal:
+            done, total = (1, 1) if state.status == "completed" else (done, total)
+        if self._bar is None:
+            self._bar = self._progress.add_task(message, total=total, status=state.status)
+        self._progress.update(
+            self._bar, description=message, status=state.status, total=total, completed=done or 0
+        )
+
+    def note(self, text: str) -> None:
+        self._console.print(text)
+
+    def pause(self) -> None:
+        self._progress.stop()
+
+    def resume(self) -> None:
+        self._progress.start()
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def reporter_for(out: TextIO) -> Reporter:
+    return LiveReporter(out) if out.isatty() else PlainReporter(out)

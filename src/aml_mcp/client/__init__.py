@@ -1,0 +1,30 @@
+"""A Python client for MCP servers (2026-07-28) with the Tasks extension, on the official SDK.
+
+`McpClient.call_tool` returns a tool's result, or a `TaskHandle` when the server runs the call as a
+task: `await handle.result()` waits by listening (falling back to polling), `handle.statuses()`
+follows it, `handle.answer()` / `on_input` answer `input_required`, `handle.cancel()` cancels it.
+See docs/client.md.
+"""
+
+from __future__ import annotations
+
+from aml_mcp.client.auth import BearerAuth
+from aml_mcp.client.connection import McpClient
+from aml_mcp.client.errors import InputUnavailable, TaskCancelled, TaskEnded, TaskFailed
+from aml_mcp.client.handle import InputHandler, TaskHandle
+from aml_mcp.client.task_shapes import TASKS_EXTENSION, TaskState
+from aml_mcp.client.tracing import new_traceparent
+
+__all__ = [
+    "TASKS_EXTENSION",
+    "BearerAuth",
+    "InputHandler",
+    "InputUnavailable",
+    "McpClient",
+    "TaskCancelled",
+    "TaskEnded",
+    "TaskFailed",
+    "TaskHandle",
+    "TaskState",
+    "new_traceparent",
+]
