@@ -104,6 +104,7 @@ SIMULATIONS = {
     "wrong_audience": (401, 'error="invalid_token"', r"."),
     "expired": (401, 'error="invalid_token"', r"expired"),
     "no_scope": (403, 'error="insufficient_scope"', r"^insufficient_scope$"),
+    "no_token": (401, "resource_metadata=", r"^no_token$"),
 }
 
 

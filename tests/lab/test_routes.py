@@ -4,6 +4,7 @@ for its own reason and visible in the audit view of the caller who asked for it,
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +14,8 @@ from pydantic import ValidationError
 
 from aml_mcp.config import Settings
 from aml_mcp.lab.settings import LabSettings
-from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server
+from tests.support.mcp_http import message, post
+from tests.support.oauth import SecuredServer, TestIssuer, audit_events, auth_settings, secured_server
 from tests.support.scoped_catalog import scoped_catalog
 from tests.support.waiting import eventually
 
@@ -212,3 +214,47 @@ def test_the_lab_on_purpose_with_another_issuer_has_no_simulation(tmp_path: Any)
 def test_the_lab_needs_authentication() -> None:
     with pytest.raises(ValidationError, match=r"lab\.enabled needs auth\.enabled"):
         Settings(lab=LabSettings(enabled=True), auth={"enabled": False})
+
+
+def test_a_request_without_a_token_is_found_by_the_trace_it_carried(server: SecuredServer) -> None:
+    carol, erin = token(server, CAROL), token(server, ERIN)
+    trace = secrets.token_hex(16)
+    body = message("tools/call", {"name": "probe_read", "arguments": {}})
+    body["params"]["_meta"]["traceparent"] = f"00-{trace}-{secrets.token_hex(8)}-01"
+    assert post(server.http, body).status_code == 401
+    found = events_until(server, carol, lambda e: e["reason"] == "no_token", trace=trace)
+    assert [e["detail"]["trace_id"] for e in found if e["reason"] == "no_token"] == [trace]
+    # Without the trace, or with another one, the anonymous refusal is nobody's bank's.
+    assert all(e["reason"] != "no_token" for e in feed(server, erin).json()["events"])
+    other = secrets.token_hex(16)
+    assert all(e["reason"] != "no_token" for e in feed(server, erin, trace=other).json()["events"])
+
+
+def test_a_trace_never_reveals_a_refused_token(server: SecuredServer) -> None:
+    """A refused token's record holds its unverified claims: a trace alone does not show it to anyone."""
+    trace = secrets.token_hex(16)
+    elsewhere = server.dev_token(**ERIN, audience="https://elsewhere.example/mcp").token
+    body = message("tools/call", {"name": "probe_read", "arguments": {}})
+    body["params"]["_meta"]["traceparent"] = f"00-{trace}-{secrets.token_hex(8)}-01"
+    assert post(server.http, body, token=elsewhere).status_code == 401
+    server.wait_for_audit(decision="deny", method="tools/call")
+    carol = token(server, CAROL)
+
+    def traced(event: dict[str, Any]) -> bool:
+        return (event.get("detail") or {}).get("trace_id") == trace
+
+    eventually(
+        lambda: any(traced(e) for e in audit_events(server.data_dir)), timeout=5, what="the refusal's record"
+    )
+    assert not any(traced(e) for e in feed(server, carol, trace=trace).json()["events"])
+
+
+@pytest.mark.parametrize("traces", [["A" * 32], ["0" * 31], [secrets.token_hex(16)] * 17])
+def test_malformed_traces_are_refused(server: SecuredServer, traces: list[str]) -> None:
+    answer = server.http.get(
+        "/lab/api/audit",
+        params={"trace": traces},
+        headers={"authorization": f"Bearer {token(server, CAROL)}"},
+    )
+    assert answer.status_code == 400
+    assert "trace must be" in answer.json()["error"]

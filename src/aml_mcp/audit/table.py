@@ -200,6 +200,7 @@ async def bank_events(
     method: str | None = None,
     except_method: str | None = None,
     token_ids: Sequence[str] = (),
+    anonymous_traces: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """One bank's events with `seq > after`, oldest first, at most `limit` (the newest when more match).
 
@@ -207,7 +208,9 @@ async def bank_events(
     `token_ids` — tokens the caller holds the ids of because they were minted for the caller (the
     lab's simulated tokens): those count whether the token verified (another bank's simulated
     analyst) or was refused before any tenant was known (then the id is in `detail.unverified`).
-    Never anything else: an event with no tenant is nobody's bank unless its token is the caller's.
+    Never anything else: an event with no tenant is nobody's bank unless its token is the caller's —
+    or unless it is fully anonymous (no token at all, so no identity in it) and carries one of
+    `anonymous_traces`, trace ids the caller chose at random for requests it sent without a token.
     """
     token_ids = list(token_ids)
     marks = ", ".join("?" for _ in token_ids)
@@ -219,6 +222,14 @@ async def bank_events(
             f" OR (tenant IS NULL AND json_extract(detail, '$.unverified.jti') IN ({marks}))"
         )
         params += token_ids + token_ids
+    traces = list(anonymous_traces)
+    if traces:
+        mine += (
+            " OR (tenant IS NULL AND subject IS NULL AND token_id IS NULL"
+            " AND json_extract(detail, '$.unverified') IS NULL"
+            f" AND json_extract(detail, '$.trace_id') IN ({', '.join('?' for _ in traces)}))"
+        )
+        params += traces
     where = [f"({mine})", "seq > ?"]
     params.append(after)
     for column, value in (("decision", decision), ("subject", subject), ("method", method)):

@@ -150,46 +150,50 @@ class BearerAdmission:
     async def admit(self, request: Request, message: Any) -> Principal | Response:
         method, params, target = describe(message)
         request_id = request_id_of(message)
+        trace_id = trace_id_of(params)
+
+        def deny(
+            response: Response,
+            reason: str,
+            principal: Principal | None = None,
+            detail: Mapping[str, Any] | None = None,
+        ) -> Response:
+            # The trace id joins a refusal to the client's trace as it does an admitted call.
+            traced = {**(detail or {}), "trace_id": trace_id} if trace_id else detail
+            return self._deny(response, reason, method, target, principal, traced)
+
         if _token_in_query(request):
-            return self._deny(
+            return deny(
                 self.challenges.invalid_request(
                     request_id, "access tokens are not accepted in the query string"
                 ),
                 "token_in_query",
-                method,
-                target,
             )
         headers = _authorization_headers(request)
         if not headers:
             hint = self.scope_rules.hint(method, params) if method else frozenset()
-            return self._deny(self.challenges.missing_token(request_id, hint), "no_token", method, target)
+            return deny(self.challenges.missing_token(request_id, hint), "no_token")
         if len(headers) > 1:
-            return self._deny(
+            return deny(
                 self.challenges.invalid_request(request_id, "more than one Authorization header"),
                 "duplicate_authorization",
-                method,
-                target,
             )
         scheme, _, token = headers[0].strip().partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            return self._deny(
+            return deny(
                 self.challenges.invalid_token(request_id, "the Authorization header is not a Bearer token"),
                 "not_bearer",
-                method,
-                target,
             )
         try:
             principal = await self.verifier.verify(token)
         except VerifierUnavailable as unavailable:
-            return self._deny(self.challenges.unavailable(request_id), unavailable.reason, method, target)
+            return deny(self.challenges.unavailable(request_id), unavailable.reason)
         except TokenRejected as rejected:
             unverified = _unverified_claims(token)
-            return self._deny(
+            return deny(
                 self.challenges.invalid_token(request_id, rejected.description),
                 rejected.reason,
-                method,
-                target,
                 detail={"unverified": unverified} if unverified else None,
             )
         except Exception as error:
@@ -197,27 +201,21 @@ class BearerAdmission:
             # One line, no traceback: the client chose the input, and it must not flood the log.
             logger.warning("token verification raised %s; refused as malformed", type(error).__name__)
             unverified = _unverified_claims(token)
-            return self._deny(
+            return deny(
                 self.challenges.invalid_token(request_id, "token is malformed"),
                 "malformed_token",
-                method,
-                target,
                 detail={"unverified": unverified} if unverified else None,
             )
         if _not_text(principal):
-            return self._deny(
+            return deny(
                 self.challenges.invalid_token(request_id, "token claims are not valid Unicode text"),
                 "malformed_token",
-                method,
-                target,
             )
         revoked = self.revocations.check(principal)
         if revoked is not None:
-            return self._deny(
+            return deny(
                 self.challenges.invalid_token(request_id, "token has been revoked"),
                 revoked,
-                method,
-                target,
                 principal,
             )
         try:
@@ -229,7 +227,7 @@ class BearerAdmission:
                 "scope rule for %s could not decide: %s", escaped(method or ""), refused.error.message
             )
             retry_after = _retry_after_seconds(refused.error.data)
-            return self._deny(
+            return deny(
                 jsonrpc_error(
                     503,
                     refused.error.code,
@@ -239,31 +237,24 @@ class BearerAdmission:
                     headers={"Retry-After": str(retry_after)} if retry_after is not None else None,
                 ),
                 "scope_check_unavailable",
-                method,
-                target,
                 principal,
             )
         except Exception:
             # The rules check their params' shape; what still raises here is a fault (e.g. the store),
             # so the request is refused rather than let through unchecked.
             logger.exception("scope rule for %s raised; the request is refused", escaped(method or ""))
-            return self._deny(
+            return deny(
                 jsonrpc_error(500, INTERNAL_ERROR, "Internal error", request_id=request_id),
                 "scope_check_failed",
-                method,
-                target,
                 principal,
             )
         if self.hierarchy.missing(principal.scopes, needed):
-            return self._deny(
+            return deny(
                 self.challenges.insufficient_scope(request_id, needed),
                 "insufficient_scope",
-                method,
-                target,
                 principal,
                 detail={"needed": sorted(needed), "granted": sorted(principal.scopes)},
             )
-        trace_id = trace_id_of(params)
         self.record(
             AuditEvent.about(
                 principal,

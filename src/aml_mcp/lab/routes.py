@@ -7,6 +7,7 @@ challenges, revocation checks and audit records — under method names of their 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib.resources import files
 from typing import Any
@@ -29,6 +30,8 @@ AUDIT_METHOD = "lab/audit"
 SIMULATION_METHOD = "lab/simulation"
 _FILTERS = ("decision", "subject", "method")
 _MAX_FILTER_CHARS = 200
+_MAX_TRACES = 16
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _MAX_SEQ = 2**63 - 1
 """The largest event number the store can hold (a larger `after` cannot even be compared)."""
 
@@ -120,6 +123,9 @@ class LabRoutes:
             if value is not None and len(value) > _MAX_FILTER_CHARS:
                 return _bad(f"{name} is longer than {_MAX_FILTER_CHARS} characters")
             filters[name] = value
+        traces = query.getlist("trace")
+        if len(traces) > _MAX_TRACES or not all(_TRACE_ID.fullmatch(trace) for trace in traces):
+            return _bad(f"trace must be at most {_MAX_TRACES} trace ids of 32 lower-case hex digits")
         issued = self.simulation.issued_to(caller) if self.simulation is not None else []
         events = await bank_events(
             self.database,
@@ -127,6 +133,7 @@ class LabRoutes:
             after=after,
             limit=self.settings.audit_page_size,
             token_ids=issued,
+            anonymous_traces=traces,
             # The view's own polls are audited too, but would bury everything else: shown on request.
             except_method=AUDIT_METHOD if filters["method"] is None else None,
             **filters,

@@ -3,6 +3,7 @@
 // the audit record the server wrote for it (fetched live from the audit view).
 
 import { el, rawJson } from "./dom.js";
+import { newTrace } from "./mcp.js";
 
 const SEARCH = { name: "search_aml_notes", arguments: { query: "cash deposits under the reporting threshold", top_k: 1 } };
 const WAIT_FOR_RECORD_MS = 8000;
@@ -48,8 +49,11 @@ export class Simulation {
       flaw = flawed.flaw;
     }
     const since = await this.auditHead();
+    // A request without a token names nobody: its audit record is found by the trace id sent with it.
+    const trace = newTrace();
     const [bad, good] = [
-      await this.client.exchange(request[0], request[1], { token: flawed ? flawed.token : null }),
+      await this.client.exchange(request[0], request[1], { token: flawed ? flawed.token : null,
+        traceparent: trace.traceparent }),
       await this.client.exchange(request[0], request[1]),
     ];
     const panel = el("article", { class: "side-by-side", dataset: { case: kind } },
@@ -59,7 +63,7 @@ export class Simulation {
     this.output.prepend(panel);
     const records = panel.querySelectorAll(".audit-record");
     this.fillRecord(records[0], since, (event) => (flawed ? mentions(event, flawed.tokenId)
-      : event.reason === "no_token" && event.method === request[0]));
+      : event.detail?.trace_id === trace.traceId), flawed ? [] : [trace.traceId]);
     this.fillRecord(records[1], since, (event) => mentions(event, this.claims.jti) && event.method === request[0]);
   }
 
@@ -87,13 +91,13 @@ export class Simulation {
    * Shows every audit record of the request (the gate's and, for a task method, the handler's),
    * polling until a refusal is among them or, for an admitted request, a moment after the first.
    */
-  async fillRecord(node, since, matches) {
+  async fillRecord(node, since, matches, traces = []) {
     const deadline = Date.now() + WAIT_FOR_RECORD_MS;
     let settleBy = null;
     for (;;) {
       let page;
       try {
-        page = await this.audit.fetch(since);
+        page = await this.audit.fetch(since, undefined, traces);
       } catch (error) {
         node.replaceChildren(el("p", { class: "hint" }, `Audit record not readable: ${error.message}`));
         return;
