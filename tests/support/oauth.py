@@ -55,6 +55,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from aml_mcp.app import build_app
+from aml_mcp.audit import AuditLog
 from aml_mcp.auth.settings import IntrospectionSettings, IssuerSettings
 from aml_mcp.catalog import Catalog
 from aml_mcp.config import AuthSettings, Settings
@@ -264,6 +265,7 @@ class SecuredServer:
     settings: Settings
     issuer: TestIssuer | None
     http: httpx.Client = field(repr=False)
+    audit_log: AuditLog | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -339,6 +341,10 @@ class SecuredServer:
         return audit_events(self.data_dir, since=since, **match)
 
     def audit_mark(self) -> int:
+        """The newest audit `seq`, once every event recorded so far is in the store: otherwise an
+        event of the previous test still on its way would land after the mark and count as this one's."""
+        if self.audit_log is not None:
+            self.audit_log.flush()
         return audit_mark(self.data_dir)
 
     def wait_for_audit(self, *, since: int = 0, timeout: float = 5.0, **match: Any) -> dict[str, Any]:
@@ -392,11 +398,15 @@ def secured_server(
     app = build_app(settings, catalog=catalog)
     if live is None:
         with InProcessServer(app, port=settings.port) as served, served.client() as http:
-            yield SecuredServer(served=served, settings=settings, issuer=issuer, http=http)
+            yield SecuredServer(
+                served=served, settings=settings, issuer=issuer, http=http, audit_log=app.state.audit
+            )
         return
     shim.target = app
     with live, httpx.Client(base_url=live.url, timeout=15) as http:
-        yield SecuredServer(served=live, settings=settings, issuer=issuer, http=http)
+        yield SecuredServer(
+            served=live, settings=settings, issuer=issuer, http=http, audit_log=app.state.audit
+        )
 
 
 def audit_events(data_dir: Path, *, since: int = 0, **match: Any) -> list[dict[str, Any]]:
