@@ -75,17 +75,16 @@ async def crashed(path: Path, doomed: int, rerun: int) -> tuple[list[TaskRecord]
 async def test_every_lapsed_task_is_taken_over_in_the_first_recovery_pass(tmp_path: Path) -> None:
     path = tmp_path / "db"
     doomed, rerun = await crashed(path, doomed=400, rerun=100)
-    started = time.monotonic()
     async with runner_on(path, tools(), SETTINGS) as r:
-        with anyio.fail_after(20):
+        # The next recovery pass is a minute away: every task ending before then was taken over by
+        # the first one. (No timing bound beyond that: a loaded machine only makes the pass slower.)
+        with anyio.fail_after(55):
             for task in [*doomed, *rerun]:
                 while not (await r.row(task)).terminal:  # noqa: ASYNC110
                     await anyio.sleep(0.01)
-        elapsed = time.monotonic() - started
         for task in doomed:
             ended = await r.row(task)
             assert ended.status is TaskStatus.FAILED and "not safe to run twice" in str(ended.status_message)
         for task in rerun:
             ended = await r.row(task)
             assert ended.status is TaskStatus.COMPLETED and ended.attempts == 2
-    assert elapsed < 15, f"{elapsed:.1f} s"
