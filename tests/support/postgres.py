@@ -11,6 +11,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -72,3 +73,18 @@ async def scratch_database() -> AsyncIterator[PostgresDatabase]:
             yield database
         finally:
             await database.close()
+
+
+BACKENDS = ("sqlite", "postgres")
+"""What a server's shared state lives on, for suites that run once per backend."""
+
+
+@contextlib.contextmanager
+def backend_settings(backend: str) -> Iterator[dict[str, Any]]:
+    """Settings overrides that put a server's shared state on `backend`, each PostgreSQL server in a
+    schema of its own (dropped on exit)."""
+    if backend == "sqlite":
+        yield {}
+        return
+    with scratch_schema() as (url, schema):
+        yield {"database_url": url, "database_schema": schema}

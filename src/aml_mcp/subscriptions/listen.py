@@ -96,6 +96,16 @@ class _Stream:
         self.queue = queue
         self.policy = policy
         self.close_reason: str | None = None
+        self.sent_versions: dict[str, int] = {}
+        """The last version sent per task: an older or equal one (late, or twice) is not sent again."""
+
+    def fresh(self, event: TaskChanged) -> bool:
+        """Whether `event` is newer than what this stream sent for its task; records it if so."""
+        if event.version:
+            if event.version <= self.sent_versions.get(event.task_id, 0):
+                return False
+            self.sent_versions[event.task_id] = event.version
+        return True
 
     def close(self, reason: str) -> None:
         if self.close_reason is None:
@@ -261,9 +271,23 @@ class ListenHandler:
         if self._tasks is None:
             return
         for task_id in stream.accepted.tasks:
-            state = await self._tasks.snapshot(task_id, stream.principal)
-            if state is not None and stream.recheck():
-                await emit("notifications/tasks", _task_params(state))
+            current = await self._tasks.snapshot(task_id, stream.principal)
+            if current is not None and stream.recheck() and stream.fresh(current):
+                await emit("notifications/tasks", _task_params(current.state))
+
+    async def resync(self) -> None:
+        """Offer every open stream its tasks' current state again (after a cross-process bus lost
+        its connection, and with it whatever was announced meanwhile). A stream sends only what is
+        newer than what it sent, so a state it already has is not repeated."""
+        if self._tasks is None:
+            return
+        for stream in list(self._streams):
+            for task_id in stream.accepted.tasks:
+                if stream.close_reason is not None:
+                    break
+                current = await self._tasks.snapshot(task_id, stream.principal)
+                if current is not None:
+                    stream.offer(current)
 
     async def _pump(
         self,
@@ -281,7 +305,7 @@ class ListenHandler:
                     await emit(f"notifications/{event.kind}/list_changed", {})
                 elif isinstance(event, ResourceUpdated):
                     await emit("notifications/resources/updated", {"uri": event.uri})
-                elif isinstance(event, TaskChanged):
+                elif isinstance(event, TaskChanged) and stream.fresh(event):
                     await emit("notifications/tasks", _task_params(event.state))
             return
         stream.close("token_expired")
