@@ -73,11 +73,14 @@ class Settings(BaseSettings):
     database_url: str | None = None
     """Shared PostgreSQL database (`postgresql://user@host:port/db`) for state several server
     processes share: so far the tasks and the event bus of listen streams (see docs/scale-out.md).
-    Unset: everything stays in SQLite in the data dir. Give the password by `PGPASSWORD` or
-    `~/.pgpass`, not in the URL."""
+    Give the password by `PGPASSWORD` or `~/.pgpass`, not in the URL.
+
+    Default: none, everything stays in SQLite in the data dir (one process)."""
     database_schema: str | None = None
-    """PostgreSQL schema the shared tables live in (created if missing); default: the server's
-    `search_path`. Lets one database hold several isolated deployments."""
+    """PostgreSQL schema the shared tables live in (created if missing). Lets one database hold
+    several isolated deployments.
+
+    Default: none, the database user's `search_path` decides (normally `public`)."""
     database_pool_size: int = Field(default=10, gt=0, le=1000)
     """Most pooled connections this process opens to `database_url` (it adds one listener
     connection). Replicas x (pool + 1) must stay below the server's `max_connections`."""
