@@ -45,6 +45,11 @@ Resolver = Callable[[str, Owner], Awaitable[Event | None]]
 Resync = Callable[[], Awaitable[None]]
 
 
+def listener_name(schema: str | None) -> str:
+    """The listener connection's `application_name`: operators (and fault tests) find it by this."""
+    return "aml-mcp listener" + (f" {schema}" if schema else "")
+
+
 def parse_payload(payload: str) -> tuple[str, Owner] | None:
     """(task id, owner) from a task notification, or `None` when it names no owner or is malformed."""
     try:
@@ -143,9 +148,8 @@ class PgEventBus:
                 backoff = min(self._max_backoff, backoff * 2)
 
     async def _listen_once(self, send: MemoryObjectSendStream[str]) -> None:
-        async with await psycopg.AsyncConnection.connect(
-            self._db.url, autocommit=True, **self._db.connect_kwargs()
-        ) as conn:
+        options = {**self._db.connect_kwargs(), "application_name": listener_name(self._db.schema)}
+        async with await psycopg.AsyncConnection.connect(self._db.url, autocommit=True, **options) as conn:
             self._connection = conn
             try:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(TASK_CHANNEL)))
