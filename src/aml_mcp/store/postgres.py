@@ -96,6 +96,8 @@ def storage_fault(exc: BaseException) -> str | None:
         return "disk full"
     if isinstance(exc, psycopg.InterfaceError):
         return "database connection closed"
+    if isinstance(exc, RuntimeError) and "not open" in str(exc):
+        return "database closed"  # used while the server shuts down
     return None
 
 
