@@ -48,6 +48,7 @@ from aml_mcp.store.postgres import PoolBudget, PostgresDatabase
 from aml_mcp.store.sqlite import Migration, SqliteDatabase
 from aml_mcp.subscriptions.bus import EventBus, LocalEventBus
 from aml_mcp.subscriptions.events import AccessChanged, ListChanged
+from aml_mcp.subscriptions.followed import FollowedTasks
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams, listen_scope_rule
 from aml_mcp.subscriptions.policy import CredentialPolicy
 from aml_mcp.subscriptions.postgres_bus import PgEventBus
@@ -137,13 +138,14 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         shared=shared,
         clock=clock,
     )
+    followed = FollowedTasks()
     bus: EventBus
     if shared is None:
         assert local_bus is not None
         bus = local_bus
     else:
         # Task changes committed by any process reach this process's streams through the database.
-        pg_bus = PgEventBus(shared, resolve=tasks.following.changed)
+        pg_bus = PgEventBus(shared, resolve=tasks.following.changed, followed=followed)
         bus = pg_bus
         components.append(Parts(lifetime=lambda: _shared_lifetime(shared, tasks.shared_migrations)))
         components.append(Parts(lifetime=pg_bus.running))
@@ -211,6 +213,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         resource_exists=catalog.resources.knows if catalog.resources is not None else None,
         tasks=tasks.following,
         max_streams_per_principal=settings.max_listen_streams_per_principal,
+        followed=followed,
     )
     runtime.shutdown_hooks.append(listen.close_all)
     if shared is not None:

@@ -48,7 +48,7 @@ class AuthSettings(ResourceServerSettings):
     """The embedded development authorization server (`AML_MCP_AUTH__DEV__*`)."""
 
 
-SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 
 
 class Settings(BaseSettings):
@@ -136,7 +136,7 @@ class Settings(BaseSettings):
     @classmethod
     def _schema_name(cls, value: str | None) -> str | None:
         if value is not None and not SCHEMA_NAME.match(value):
-            raise ValueError("database_schema must be a lower-case SQL identifier (a-z, 0-9, _)")
+            raise ValueError("database_schema must be a lower-case SQL identifier (a-z, 0-9, _; 40 at most)")
         return value
 
     @field_validator("log_level")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import psycopg
 import pytest
@@ -24,10 +25,13 @@ import pytest
 from aml_mcp.app import build_app
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.principal import Owner
-from aml_mcp.subscriptions.postgres_bus import listener_name, parse_payload
+from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.subscriptions.events import Event, TaskChanged
+from aml_mcp.subscriptions.followed import FollowedTasks
+from aml_mcp.subscriptions.postgres_bus import TASK_CHANNEL, PgEventBus, listener_name, parse_payload
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import TASKS_EXTENSION, create, headers_for, message
-from tests.support.postgres import scratch_schema
+from tests.support.postgres import scratch_database, scratch_schema
 from tests.support.settings import open_settings
 from tests.support.sse import SseReader
 from tests.support.subprocess_server import ServerProcess
@@ -142,3 +146,54 @@ def test_killing_the_listeners_during_a_burst_loses_no_final_state(pair: Pair) -
 )
 def test_a_notification_is_read_strictly(payload: str, parsed: Any) -> None:
     assert parse_payload(payload) == parsed
+
+
+async def _notify(database: PostgresDatabase, payload: str, *, channel: str | None = None) -> None:
+    async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
+        await conn.execute("SELECT pg_notify(%s, %s)", (channel or database.channel(TASK_CHANNEL), payload))
+
+
+@pytest.mark.anyio
+async def test_the_bus_looks_up_only_followed_tasks_and_resyncs_after_a_reconnect() -> None:
+    who = Owner("i", "s", "t", "c")
+    looked_up: list[tuple[str, Owner]] = []
+    delivered: list[Event] = []
+    arrived, resynced = anyio.Event(), anyio.Event()
+
+    def deliver(event: Event) -> None:
+        delivered.append(event)
+        arrived.set()
+
+    async def resolve(task_id: str, owner: Owner) -> Event | None:
+        looked_up.append((task_id, owner))
+        return TaskChanged(owner, task_id, None, {"taskId": task_id}, 2)
+
+    async def resync() -> None:
+        if bus.connects >= 2:
+            resynced.set()
+
+    followed = FollowedTasks()
+    followed.follow(["followed"])
+    async with scratch_database() as database:
+        bus = PgEventBus(database, resolve=resolve, followed=followed, liveness_seconds=0.2)
+        bus.subscribe(deliver)
+        bus.on_resync(resync)
+        async with bus.running():
+            assert bus.connects == 1 and bus.resyncs == 1
+            # Another deployment's channel (another schema of the database) never reaches this one.
+            other = '{"id":"followed","v":9,"o":["i","s","t","c"]}'
+            await _notify(database, other, channel=TASK_CHANNEL)
+            for task_id in ("elsewhere", "followed"):
+                await _notify(database, f'{{"id":"{task_id}","v":2,"o":["i","s","t","c"]}}')
+            with anyio.fail_after(5):
+                await arrived.wait()
+            await anyio.sleep(0.2)
+            assert looked_up == [("followed", who)]
+            assert len(delivered) == 1
+            pid = bus.backend_pid
+            assert pid is not None
+            async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as admin:
+                await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            with anyio.fail_after(10):
+                await resynced.wait()
+            assert bus.connects == 2 and bus.backend_pid not in (None, pid)

@@ -77,7 +77,7 @@ def _claim_in_four_processes(url: str, schema: str) -> list[list[str]]:
 
 async def _listener(pg: PostgresDatabase) -> psycopg.AsyncConnection[object]:
     conn = await psycopg.AsyncConnection.connect(pg.url, autocommit=True, **pg.connect_kwargs())
-    await conn.execute(f"LISTEN {CHANNEL}")
+    await conn.execute(f"LISTEN {pg.channel(CHANNEL)}")
     return conn
 
 

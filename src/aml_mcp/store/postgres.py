@@ -44,7 +44,8 @@ logger = logging.getLogger(__name__)
 MIGRATION_LOCK = 0x616D6C2D6D637001
 """Advisory lock key held while migrating, so concurrent starts apply each step once."""
 
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
+"""A schema name short enough that a channel named after it stays under PostgreSQL's 63 bytes."""
 
 
 def is_postgres_url(url: str | None) -> bool:
@@ -155,6 +156,11 @@ class PostgresDatabase:
             await pool.close()
             raise psycopg.OperationalError(f"cannot connect to {redacted(self.url)}") from exc
         self._pool = pool
+
+    def channel(self, name: str) -> str:
+        """The NOTIFY channel `name` of this deployment. Channels are database-wide, not per schema,
+        so deployments in different schemas of one database get channels of their own."""
+        return name if self.schema is None else f"{name}__{self.schema}"
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None

@@ -42,6 +42,7 @@ from aml_mcp.scope_rules import NO_SCOPES, ScopeRule
 from aml_mcp.subscriptions.bus import EventBus
 from aml_mcp.subscriptions.events import AccessChanged, Event, ListChanged, ResourceUpdated, TaskChanged
 from aml_mcp.subscriptions.filters import MAX_TASK_IDS, TASK_FILTER, Accepted, TaskLookup, accept, lookupable
+from aml_mcp.subscriptions.followed import FollowedTasks
 from aml_mcp.subscriptions.policy import StreamPolicy
 
 logger = logging.getLogger(__name__)
@@ -165,8 +166,10 @@ class ListenHandler:
         max_streams: int = 10_000,
         max_streams_per_principal: int = 16,
         clock: Callable[[], float] = time.time,
+        followed: FollowedTasks | None = None,
     ) -> None:
         self._bus = bus
+        self._followed = followed
         self._served = served
         self._policy = policy
         self._tasks = tasks
@@ -249,6 +252,7 @@ class ListenHandler:
         # Subscribe before acknowledging, so nothing published meanwhile is lost; the acknowledgement
         # is still first, because only this task writes the stream and it drains the queue after.
         unsubscribe = self._bus.subscribe(stream.offer)
+        unfollow = self._followed.follow(accepted.tasks) if self._followed is not None else None
         self._streams.add(stream)
         try:
             if stream.recheck():
@@ -257,6 +261,8 @@ class ListenHandler:
                 await self._pump(stream, receive, emit)
         finally:
             unsubscribe()
+            if unfollow is not None:
+                unfollow()
             self._streams.discard(stream)
             send.close()
             receive.close()

@@ -7,8 +7,10 @@ subscribers (the listen streams), exactly as `LocalEventBus` does. `publish` sta
 events a process publishes itself (list changes, access changes) concern its own streams, and task
 changes reach every process through the database.
 
-- **Lookup, owner-scoped.** A notification carries no state. `resolve(task_id, owner)` reads the
-  task by id *and* owner (the rule of `tasks/get`) and returns the event to fan out, or `None`.
+- **Lookup, owner-scoped, only when followed here.** A notification carries no state. Tasks no
+  stream of this process follows (`FollowedTasks`) are skipped without a query; for the others,
+  `resolve(task_id, owner)` reads the task by id *and* owner (the rule of `tasks/get`) and returns
+  the event to fan out, or `None`.
   Streams drop a version not newer than the last one they sent, so notifications that arrive late,
   twice, or after a resync already delivered the state do no harm.
 - **Liveness.** `notifies(timeout=...)` returns every `liveness_seconds`; a `SELECT 1` then proves
@@ -37,10 +39,12 @@ from aml_mcp.principal import Owner
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.subscriptions.bus import Listener
 from aml_mcp.subscriptions.events import Event
+from aml_mcp.subscriptions.followed import FollowedTasks
 
 logger = logging.getLogger(__name__)
 
 TASK_CHANNEL = "aml_task_events"
+"""The task store's channel (`tasks.postgres_store.CHANNEL`), as this deployment names it."""
 Resolver = Callable[[str, Owner], Awaitable[Event | None]]
 Resync = Callable[[], Awaitable[None]]
 
@@ -72,6 +76,7 @@ class PgEventBus:
         database: PostgresDatabase,
         *,
         resolve: Resolver,
+        followed: FollowedTasks | None = None,
         liveness_seconds: float = 1.0,
         first_backoff_seconds: float = 0.05,
         max_backoff_seconds: float = 2.0,
@@ -79,6 +84,7 @@ class PgEventBus:
     ) -> None:
         self._db = database
         self._resolve = resolve
+        self._followed = followed
         self._liveness = liveness_seconds
         self._first_backoff = first_backoff_seconds
         self._max_backoff = max_backoff_seconds
@@ -152,7 +158,9 @@ class PgEventBus:
         async with await psycopg.AsyncConnection.connect(self._db.url, autocommit=True, **options) as conn:
             self._connection = conn
             try:
-                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(TASK_CHANNEL)))
+                await conn.execute(
+                    sql.SQL("LISTEN {}").format(sql.Identifier(self._db.channel(TASK_CHANNEL)))
+                )
                 self.connects += 1
                 self.ready.set()
                 await self._resync()
@@ -181,8 +189,8 @@ class PgEventBus:
                 if not len(self._listeners):
                     continue  # nobody listens here: no lookup
                 parsed = parse_payload(payload)
-                if parsed is None:
-                    continue
+                if parsed is None or (self._followed is not None and parsed[0] not in self._followed):
+                    continue  # malformed, or no stream here follows it: no lookup
                 try:
                     event = await self._resolve(*parsed)
                 except Exception as exc:

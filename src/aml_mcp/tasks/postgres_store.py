@@ -46,7 +46,8 @@ logger = logging.getLogger(__name__)
 
 COMPONENT = "tasks"
 CHANNEL = "aml_task_events"
-"""Where status changes are announced; payload `{"id", "v", "o": [issuer, subject, tenant, client]}`."""
+"""Where status changes are announced (`PostgresDatabase.channel` of it); payload
+`{"id", "v", "o": [issuer, subject, tenant, client]}`."""
 MAX_PAYLOAD_BYTES = 7_900
 """NOTIFY refuses payloads of 8,000 bytes or more; an owner that would not fit is left out."""
 
@@ -378,7 +379,7 @@ class PostgresTaskStore:
         if change.status is not None or change.input_requests is not None:
             # The notification is part of the transition's own statement: sent at commit, or never.
             sql = f"WITH u AS ({update}) SELECT u.*, pg_notify(%s, %s) FROM u"  # noqa: S608
-            params += [CHANNEL, notification_payload(task_id, expected_version + 1, owner)]
+            params += [self._db.channel(CHANNEL), notification_payload(task_id, expected_version + 1, owner)]
             rows = await self._run(sql, params)
             return _record(rows[0][:-1]) if rows else None
         rows = await self._run(update, params)
