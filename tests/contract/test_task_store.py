@@ -307,6 +307,10 @@ async def test_the_quota_counts_unfinished_unexpired_tasks_by_principal_and_tena
         await store.create(record(bob, now=NOW), quota)
     assert caught.value.per == "tenant"
     await store.create(record(owner("carol", tenant="bank-b"), now=NOW), quota)
+    # Every nullable column empty, through the quota path too.
+    bare = record(owner("dave", tenant="bank-c"), now=NOW, holder=None, scope=None)
+    await store.create(bare, quota)
+    assert await store.find(bare.task_id, bare.owner, NOW) == bare
 
 
 async def test_concurrent_creates_never_overshoot_the_quota(backend: Backend) -> None:

@@ -145,7 +145,9 @@ class PostgresDatabase:
             self.url,
             min_size=self.budget.min_size,
             max_size=self.budget.max_size,
-            kwargs=self.connect_kwargs(),
+            # Autocommit: a single statement is its own transaction, one round trip instead of the
+            # three of BEGIN, statement, COMMIT; `transaction()` opens an explicit one when needed.
+            kwargs={**self.connect_kwargs(), "autocommit": True},
             timeout=self.budget.wait_seconds,
             name="aml-mcp",
             open=False,
@@ -178,6 +180,12 @@ class PostgresDatabase:
         """A pooled connection inside one transaction: committed on exit, rolled back on error."""
         async with self.pool.connection() as conn, conn.transaction():
             yield conn
+
+    async def execute(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """One statement, atomic on its own (autocommit), in one round trip; the rows it returns."""
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(query, params)
+            return await cursor.fetchall() if cursor.description is not None else []
 
     async def now_ms(self) -> int:
         """The database's clock (`clock_timestamp()`), in epoch milliseconds."""

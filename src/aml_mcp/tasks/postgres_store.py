@@ -253,11 +253,10 @@ class PostgresTaskStore:
             self._down = None
 
     async def _run(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        """One statement in its own transaction; rows it returns (if any)."""
+        """One statement, its own transaction (a `WITH ... UPDATE ... pg_notify` included: the
+        notification goes out at that statement's commit); the rows it returns (if any)."""
         try:
-            async with self._db.transaction() as conn:
-                cursor = await conn.execute(query, params)
-                rows = await cursor.fetchall() if cursor.description is not None else []
+            rows = await self._db.execute(query, params)
         except Exception as exc:  # psycopg's errors and the pool's own (closed, timed out)
             fault = self._fault(exc)
             if fault is None:
@@ -295,35 +294,47 @@ class PostgresTaskStore:
             task.attempts,
             task.handovers,
         )
-        insert = f"INSERT INTO tasks ({_COLUMNS}) VALUES ({', '.join(['%s'] * len(row))})"  # noqa: S608
-        count = (
-            "SELECT COUNT(*), COUNT(*) FILTER (WHERE owner_subject = %s) FROM tasks"  # noqa: S608
-            f" WHERE owner_tenant = %s AND owner_issuer = %s AND {_ACTIVE} AND expires_at > %s"
+        values = ", ".join(["%s"] * len(row))
+        insert = f"INSERT INTO tasks ({_COLUMNS}) VALUES ({values})"  # noqa: S608
+        if quota is None:
+            await self._run(insert, row)
+            return
+        # Counted and inserted in one statement, only if there is room; (tenant, principal, inserted).
+        counted_insert = (
+            "WITH n AS (SELECT COUNT(*) AS tenant, COUNT(*) FILTER (WHERE owner_subject = %s) AS principal"  # noqa: S608
+            f"  FROM tasks WHERE owner_tenant = %s AND owner_issuer = %s AND {_ACTIVE} AND expires_at > %s),"
+            f" ins AS (INSERT INTO tasks ({_COLUMNS}) SELECT {values} FROM n"
+            "  WHERE n.principal < %s AND n.tenant < %s RETURNING 1)"
+            " SELECT n.tenant, n.principal, (SELECT COUNT(*) FROM ins) FROM n"
+        )
+        params = (
+            _b(owner.subject),
+            _b(owner.tenant),
+            _b(owner.issuer),
+            task.created_at,
+            *row,
+            quota.active_per_principal,
+            quota.active_per_tenant,
         )
         try:
             async with self._db.transaction() as conn:
-                if quota is not None:
-                    # Creates of one tenant queue here until the one before commits, so each count
-                    # sees every task committed before it: no overshoot, whatever the concurrency.
-                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (tenant_lock_key(owner),))
-                    cursor = await conn.execute(
-                        count, (_b(owner.subject), _b(owner.tenant), _b(owner.issuer), task.created_at)
-                    )
-                    counted = await cursor.fetchone()
-                    assert counted is not None
-                    tenant, principal = counted
-                    if principal >= quota.active_per_principal:
-                        raise QuotaExceeded("principal", quota.active_per_principal)
-                    if tenant >= quota.active_per_tenant:
-                        raise QuotaExceeded("tenant", quota.active_per_tenant)
-                await conn.execute(insert, row)
-        except QuotaExceeded:
-            raise
+                # Creates of one tenant queue here until the one before commits; the next statement
+                # takes its snapshot after the lock, so it counts every task committed before it:
+                # no overshoot, whatever the concurrency.
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (tenant_lock_key(owner),))
+                cursor = await conn.execute(counted_insert, params)
+                counted = await cursor.fetchone()
         except Exception as exc:
             fault = self._fault(exc)
             if fault is None:
                 raise
             raise fault from exc
+        assert counted is not None
+        _, principal, inserted = counted
+        if not inserted:
+            if principal >= quota.active_per_principal:
+                raise QuotaExceeded("principal", quota.active_per_principal)
+            raise QuotaExceeded("tenant", quota.active_per_tenant)
         self._recovered()
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
