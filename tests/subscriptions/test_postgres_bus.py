@@ -197,3 +197,32 @@ async def test_the_bus_looks_up_only_followed_tasks_and_resyncs_after_a_reconnec
             with anyio.fail_after(10):
                 await resynced.wait()
             assert bus.connects == 2 and bus.backend_pid not in (None, pid)
+
+
+@pytest.mark.anyio
+async def test_notifications_dropped_by_a_full_backlog_are_made_up_by_a_resync() -> None:
+    release, resynced = anyio.Event(), anyio.Event()
+    rounds: list[int] = []
+
+    async def slow_resolve(task_id: str, owner: Owner) -> Event | None:
+        await release.wait()  # lookups stall: the backlog fills up
+        return None
+
+    async def resync() -> None:
+        rounds.append(bus.connects)
+        if len(rounds) >= 2:
+            resynced.set()
+
+    async with scratch_database() as database:
+        bus = PgEventBus(database, resolve=slow_resolve, liveness_seconds=0.1, lookups_at_once=1, backlog=2)
+        bus.subscribe(lambda event: None)
+        bus.on_resync(resync)
+        async with bus.running():
+            for n in range(10):
+                await _notify(database, f'{{"id":"t{n}","v":2,"o":["i","s","t","c"]}}')
+            await anyio.sleep(0.5)
+            assert rounds == [1], "no resync while the backlog is still full"
+            release.set()
+            with anyio.fail_after(5):
+                await resynced.wait()
+    assert rounds == [1, 1]  # the second round came without any reconnect

@@ -18,7 +18,8 @@ changes reach every process through the database.
 - **Reconnect = resync.** NOTIFY is never replayed: whatever was sent while the connection was
   down is lost. After every (re)connect, once LISTEN is in place again, every registered resync
   callback runs (listen streams re-read their tasks' current state), so no final state is lost.
-  Reconnects back off exponentially, up to `max_backoff_seconds`.
+  Reconnects back off exponentially, up to `max_backoff_seconds`. Notifications dropped because the
+  lookups fell `backlog` behind are treated the same way: a resync once the backlog drained.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class PgEventBus:
         first_backoff_seconds: float = 0.05,
         max_backoff_seconds: float = 2.0,
         lookups_at_once: int = 8,
+        backlog: int = 10_000,
     ) -> None:
         self._db = database
         self._resolve = resolve
@@ -89,6 +91,9 @@ class PgEventBus:
         self._first_backoff = first_backoff_seconds
         self._max_backoff = max_backoff_seconds
         self._lookups_at_once = lookups_at_once
+        self._backlog = backlog
+        self._overflowed = False
+        """A notification was dropped (backlog full): resync at the next liveness tick."""
         self._listeners: Listeners[[Event]] = Listeners()
         self._resync_hooks: dict[object, Resync] = {}
         self._connection: psycopg.AsyncConnection[Any] | None = None
@@ -126,7 +131,7 @@ class PgEventBus:
     async def running(self) -> AsyncIterator[None]:
         """Listen for the app's lifetime; entered once the database is open. Waits (bounded) for the
         first LISTEN so the first streams are followed from the start."""
-        send, receive = anyio.create_memory_object_stream[str](10_000)
+        send, receive = anyio.create_memory_object_stream[str](self._backlog)
         async with anyio.create_task_group() as group:
             group.start_soon(self._listen_forever, send)
             for _ in range(self._lookups_at_once):
@@ -170,8 +175,14 @@ class PgEventBus:
                         try:
                             send.send_nowait(notify.payload)
                         except anyio.WouldBlock:
-                            logger.warning("event bus backlog full; dropping a notification")
+                            if not self._overflowed:
+                                logger.warning("event bus backlog full; streams resync once it drains")
+                            self._overflowed = True
                     await conn.execute("SELECT 1")
+                    if self._overflowed and send.statistics().current_buffer_used == 0:
+                        # What was dropped is lost like a reconnect gap's notifications: re-read.
+                        self._overflowed = False
+                        await self._resync()
             finally:
                 self._connection = None
 
