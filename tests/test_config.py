@@ -52,3 +52,20 @@ def test_loopback_detection(host: str, loopback: bool) -> None:
 
 def test_ipv6_resource_url_is_bracketed() -> None:
     assert load_settings(host="::1", port=8123).resource_url == "http://[::1]:8123/mcp"
+
+
+def test_the_shared_database_is_off_by_default_and_must_be_postgresql(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AML_MCP_DATABASE_URL", raising=False)
+    assert load_settings().database_url is None
+    monkeypatch.setenv("AML_MCP_DATABASE_URL", "postgresql://aml@db.example:5432/aml")
+    monkeypatch.setenv("AML_MCP_DATABASE_SCHEMA", "aml_prod")
+    settings = load_settings()
+    assert (settings.database_url, settings.database_schema) == (
+        "postgresql://aml@db.example:5432/aml",
+        "aml_prod",
+    )
+    for bad in ({"database_url": "mysql://x/y"}, {"database_schema": "Prod; DROP"}):
+        with pytest.raises(ValidationError):
+            load_settings(**bad)

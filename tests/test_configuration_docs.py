@@ -51,6 +51,8 @@ SAMPLES: dict[str, str] = {
     ),
     "AML_MCP_AUTH__INTROSPECTION__ENDPOINT": "https://login.bank.example/oauth2/introspect",
     "AML_MCP_AUTH__INTROSPECTION__ISSUER": "https://sso.bank.example",
+    "AML_MCP_DATABASE_URL": "postgresql://aml@db.bank.example:5432/aml",
+    "AML_MCP_DATABASE_SCHEMA": "aml_prod",
 }
 """Values for variables whose type alone does not give a valid one (a URL, an import path, JSON)."""
 

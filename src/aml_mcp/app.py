@@ -44,11 +44,14 @@ from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
 from aml_mcp.secrets_store import load_or_create_secret
 from aml_mcp.server_record import ServerRecord
-from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.subscriptions.bus import LocalEventBus
+from aml_mcp.store.postgres import PoolBudget, PostgresDatabase
+from aml_mcp.store.sqlite import Migration, SqliteDatabase
+from aml_mcp.subscriptions.bus import EventBus, LocalEventBus
 from aml_mcp.subscriptions.events import AccessChanged, ListChanged
+from aml_mcp.subscriptions.followed import FollowedTasks
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams, listen_scope_rule
 from aml_mcp.subscriptions.policy import CredentialPolicy
+from aml_mcp.subscriptions.postgres_bus import PgEventBus
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.wiring import build_tasks
 
@@ -70,6 +73,18 @@ class Runtime:
                 logger.exception("shutdown hook raised")
 
 
+@contextlib.asynccontextmanager
+async def _shared_lifetime(shared: PostgresDatabase, migrations: Sequence[Migration]) -> AsyncIterator[None]:
+    """The shared database for the app's lifetime: opened, brought up to date, closed at the end."""
+    await shared.open()
+    try:
+        for migration in migrations:
+            await shared.apply(migration)
+        yield
+    finally:
+        await shared.close()
+
+
 def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Clock | None = None) -> Starlette:
     """Build the ASGI application described by `settings`, serving `catalog` (default: the AML tools).
 
@@ -78,7 +93,16 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     data_dir = settings.ensure_data_dir()
     runtime = Runtime()
     database = SqliteDatabase(data_dir / "aml-mcp.db")
-    bus = LocalEventBus()
+    shared = (
+        PostgresDatabase(
+            settings.database_url,
+            schema=settings.database_schema,
+            budget=PoolBudget(max_size=settings.database_pool_size),
+        )
+        if settings.database_url is not None
+        else None
+    )
+    local_bus = LocalEventBus() if shared is None else None
     audit = build_audit(
         database,
         data_dir=data_dir,
@@ -93,6 +117,8 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     # Entered in this order, left in reverse: the audit trail outlives everything that records into it.
     components: list[Component] = [audit]
     probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
+    if shared is not None:
+        probes.append(("shared-store", shared.ping))
 
     if catalog is None:
         aml = build_aml(settings.aml, data_dir=data_dir, database=database)
@@ -104,8 +130,25 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     hierarchy = ScopeHierarchy(configured if configured is not None else catalog.scope_hierarchy)
 
     tasks = build_tasks(
-        settings.tasks, database=database, tools=tools, audit=audit.log.record, bus=bus, clock=clock
+        settings.tasks,
+        database=database,
+        tools=tools,
+        audit=audit.log.record,
+        bus=local_bus,
+        shared=shared,
+        clock=clock,
     )
+    followed = FollowedTasks()
+    bus: EventBus
+    if shared is None:
+        assert local_bus is not None
+        bus = local_bus
+    else:
+        # Task changes committed by any process reach this process's streams through the database.
+        pg_bus = PgEventBus(shared, resolve=tasks.following.changed, followed=followed)
+        bus = pg_bus
+        components.append(Parts(lifetime=lambda: _shared_lifetime(shared, tasks.shared_migrations)))
+        components.append(Parts(lifetime=pg_bus.running))
     scope_rules = ScopeRules(
         {"tools/call": StaticScopeRule(tools.scope_needed)},
         tasks.scope_rules,
@@ -170,8 +213,11 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         resource_exists=catalog.resources.knows if catalog.resources is not None else None,
         tasks=tasks.following,
         max_streams_per_principal=settings.max_listen_streams_per_principal,
+        followed=followed,
     )
     runtime.shutdown_hooks.append(listen.close_all)
+    if shared is not None:
+        pg_bus.on_resync(listen.resync)
 
     server = build_server(
         catalog=catalog,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,9 @@ class AuthSettings(ResourceServerSettings):
     """The embedded development authorization server (`AML_MCP_AUTH__DEV__*`)."""
 
 
+SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
+
+
 class Settings(BaseSettings):
     """Everything the composition root needs to build the server."""
 
@@ -66,6 +70,20 @@ class Settings(BaseSettings):
     data_dir: Path = Path("var")
     """Holds everything the server persists (`--data-dir`): databases, audit file, keys; created if
     missing. The commands that work on a server's data (`token`, `revoke`, `ingest`, ...) take the same."""
+    database_url: str | None = None
+    """Shared PostgreSQL database (`postgresql://user@host:port/db`) for state several server
+    processes share: so far the tasks and the event bus of listen streams (see docs/scale-out.md).
+    Give the password by `PGPASSWORD` or `~/.pgpass`, not in the URL.
+
+    Default: none, everything stays in SQLite in the data dir (one process)."""
+    database_schema: str | None = None
+    """PostgreSQL schema the shared tables live in (created if missing). Lets one database hold
+    several isolated deployments.
+
+    Default: none, the database user's `search_path` decides (normally `public`)."""
+    database_pool_size: int = Field(default=10, gt=0, le=1000)
+    """Most pooled connections this process opens to `database_url` (it adds one listener
+    connection). Replicas x (pool + 1) must stay below the server's `max_connections`."""
     public_url: str | None = None
     """This server's canonical MCP endpoint URI (the RFC 8707 resource): the audience every token must
     carry. Set it when clients reach the server under another name than HOST:PORT (a proxy, a DNS name).
@@ -106,6 +124,20 @@ class Settings(BaseSettings):
     max_listen_streams_per_principal: int = Field(default=16, gt=0)
     """Open `subscriptions/listen` streams one caller (issuer and subject) may hold at once; one
     more is refused (-32602), so no caller can use up the server-wide stream limit."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None and value.split("://", 1)[0] not in ("postgresql", "postgres"):
+            raise ValueError("database_url must be a postgresql:// URL")
+        return value or None
+
+    @field_validator("database_schema")
+    @classmethod
+    def _schema_name(cls, value: str | None) -> str | None:
+        if value is not None and not SCHEMA_NAME.match(value):
+            raise ValueError("database_schema must be a lower-case SQL identifier (a-z, 0-9, _; 40 at most)")
+        return value
 
     @field_validator("log_level")
     @classmethod

@@ -43,23 +43,32 @@ from tests.support.mcp_http import (
     wait_for,
 )
 from tests.support.oauth import audit_events, audit_mark
+from tests.support.postgres import BACKENDS, backend_settings
 from tests.support.waiting import eventually
 
 FLAT_FIELDS = {"resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
 TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 
 
-def _settings(data_dir: Path) -> Settings:
+def _settings(data_dir: Path, **overrides: Any) -> Settings:
     return Settings(
         data_dir=data_dir,
         auth=AuthSettings(enabled=False),
         tasks=TaskSettings(poll_interval_ms=250, default_ttl_ms=2_000, max_ttl_ms=2_000),
+        **overrides,
     )
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """Every test here runs on SQLite and on PostgreSQL (a schema of its own per server)."""
+    with backend_settings(request.param) as overrides:
+        yield overrides
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
-    settings = _settings(tmp_path_factory.mktemp("tasks-http"))
+def server(tmp_path_factory: pytest.TempPathFactory, backend: dict[str, Any]) -> Iterator[InProcessServer]:
+    settings = _settings(tmp_path_factory.mktemp("tasks-http"), **backend)
     with InProcessServer(build_app(settings, catalog=fixture_catalog())) as served:
         yield served
 
@@ -76,17 +85,18 @@ def clock() -> OffsetClock:
 
 
 @pytest.fixture
-def clocked(tmp_path: Path, clock: OffsetClock) -> Iterator[httpx.Client]:
+def clocked(tmp_path: Path, clock: OffsetClock, backend: dict[str, Any]) -> Iterator[httpx.Client]:
     """A client of a server of its own whose Tasks extension reads time from `clock`."""
-    app = build_app(_settings(tmp_path), catalog=fixture_catalog(), clock=clock)
-    with InProcessServer(app) as served, served.client(timeout=10) as http:
-        yield http
+    with backend_settings("postgres" if backend else "sqlite") as own:
+        app = build_app(_settings(tmp_path, **own), catalog=fixture_catalog(), clock=clock)
+        with InProcessServer(app) as served, served.client(timeout=10) as http:
+            yield http
 
 
 @pytest.fixture(scope="module")
-def tcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def tcp_server(tmp_path_factory: pytest.TempPathFactory, backend: dict[str, Any]) -> Iterator[LiveServer]:
     """The same app behind uvicorn on 127.0.0.1, for what depends on the HTTP parser."""
-    settings = _settings(tmp_path_factory.mktemp("tasks-http-tcp"))
+    settings = _settings(tmp_path_factory.mktemp("tasks-http-tcp"), **backend)
     with LiveServer(build_app(settings, catalog=fixture_catalog())) as live:
         yield live
 

@@ -26,6 +26,7 @@ from aml_mcp.catalog.tools import Execution, ToolSpec
 from tests.support.asgi import InProcessServer
 from tests.support.mcp_http import WITH_TASKS, accept, headers_for, message, post
 from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server
+from tests.support.postgres import BACKENDS, backend_settings
 from tests.support.waiting import eventually
 
 SCOPE = "aml:draft"
@@ -113,12 +114,13 @@ def _callers(server: SecuredServer, first: TestIssuer, second: TestIssuer) -> li
     return callers
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def world(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[World]:
+    """The isolation matrix runs on SQLite and on PostgreSQL."""
     data_dir: Path = tmp_path_factory.mktemp("isolation")
-    with TestIssuer() as first, TestIssuer() as second:
+    with TestIssuer() as first, TestIssuer() as second, backend_settings(request.param) as backend:
         auth = auth_settings([first, second])
-        with secured_server(data_dir, catalog(), auth=auth) as server:
+        with secured_server(data_dir, catalog(), auth=auth, **backend) as server:
             world = World(server, _callers(server, first, second), {})
             for caller in world.callers:
                 created = world.send(caller.token, "tools/call", {"name": "hold", "arguments": {}})

@@ -34,6 +34,9 @@ class TaskChanged:
     task_id: str
     scope: str | None
     state: Mapping[str, Any]
+    version: int = 0
+    """The task's version in `state`: a stream sends no version older than or equal to one it sent
+    (a cross-process bus may deliver late or twice). 0 means unknown: always sent."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from aml_mcp.http.wellformed import has_lone_surrogate
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.capabilities import declares_tasks
 from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
+from aml_mcp.subscriptions.events import TaskChanged
 
 LIST_FILTERS: dict[str, str] = {
     "toolsListChanged": "tools",
@@ -43,8 +44,8 @@ class TaskLookup(Protocol):
         """
         ...
 
-    async def snapshot(self, task_id: str, principal: Principal) -> Mapping[str, Any] | None:
-        """What `tasks/get` would answer now, or `None`."""
+    async def snapshot(self, task_id: str, principal: Principal) -> TaskChanged | None:
+        """What `tasks/get` would answer now (with the task's version), or `None`."""
         ...
 
     async def scopes_to_follow(self, task_id: str, principal: Principal) -> frozenset[str]:

@@ -42,6 +42,7 @@ from aml_mcp.scope_rules import NO_SCOPES, ScopeRule
 from aml_mcp.subscriptions.bus import EventBus
 from aml_mcp.subscriptions.events import AccessChanged, Event, ListChanged, ResourceUpdated, TaskChanged
 from aml_mcp.subscriptions.filters import MAX_TASK_IDS, TASK_FILTER, Accepted, TaskLookup, accept, lookupable
+from aml_mcp.subscriptions.followed import FollowedTasks
 from aml_mcp.subscriptions.policy import StreamPolicy
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,16 @@ class _Stream:
         self.queue = queue
         self.policy = policy
         self.close_reason: str | None = None
+        self.sent_versions: dict[str, int] = {}
+        """The last version sent per task: an older or equal one (late, or twice) is not sent again."""
+
+    def fresh(self, event: TaskChanged) -> bool:
+        """Whether `event` is newer than what this stream sent for its task; records it if so."""
+        if event.version:
+            if event.version <= self.sent_versions.get(event.task_id, 0):
+                return False
+            self.sent_versions[event.task_id] = event.version
+        return True
 
     def close(self, reason: str) -> None:
         if self.close_reason is None:
@@ -155,8 +166,10 @@ class ListenHandler:
         max_streams: int = 10_000,
         max_streams_per_principal: int = 16,
         clock: Callable[[], float] = time.time,
+        followed: FollowedTasks | None = None,
     ) -> None:
         self._bus = bus
+        self._followed = followed
         self._served = served
         self._policy = policy
         self._tasks = tasks
@@ -239,6 +252,7 @@ class ListenHandler:
         # Subscribe before acknowledging, so nothing published meanwhile is lost; the acknowledgement
         # is still first, because only this task writes the stream and it drains the queue after.
         unsubscribe = self._bus.subscribe(stream.offer)
+        unfollow = self._followed.follow(accepted.tasks) if self._followed is not None else None
         self._streams.add(stream)
         try:
             if stream.recheck():
@@ -247,6 +261,8 @@ class ListenHandler:
                 await self._pump(stream, receive, emit)
         finally:
             unsubscribe()
+            if unfollow is not None:
+                unfollow()
             self._streams.discard(stream)
             send.close()
             receive.close()
@@ -261,9 +277,23 @@ class ListenHandler:
         if self._tasks is None:
             return
         for task_id in stream.accepted.tasks:
-            state = await self._tasks.snapshot(task_id, stream.principal)
-            if state is not None and stream.recheck():
-                await emit("notifications/tasks", _task_params(state))
+            current = await self._tasks.snapshot(task_id, stream.principal)
+            if current is not None and stream.recheck() and stream.fresh(current):
+                await emit("notifications/tasks", _task_params(current.state))
+
+    async def resync(self) -> None:
+        """Offer every open stream its tasks' current state again (after a cross-process bus lost
+        its connection, and with it whatever was announced meanwhile). A stream sends only what is
+        newer than what it sent, so a state it already has is not repeated."""
+        if self._tasks is None:
+            return
+        for stream in list(self._streams):
+            for task_id in stream.accepted.tasks:
+                if stream.close_reason is not None:
+                    break
+                current = await self._tasks.snapshot(task_id, stream.principal)
+                if current is not None:
+                    stream.offer(current)
 
     async def _pump(
         self,
@@ -281,7 +311,7 @@ class ListenHandler:
                     await emit(f"notifications/{event.kind}/list_changed", {})
                 elif isinstance(event, ResourceUpdated):
                     await emit("notifications/resources/updated", {"uri": event.uri})
-                elif isinstance(event, TaskChanged):
+                elif isinstance(event, TaskChanged) and stream.fresh(event):
                     await emit("notifications/tasks", _task_params(event.state))
             return
         stream.close("token_expired")

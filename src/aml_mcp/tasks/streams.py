@@ -9,8 +9,7 @@ status changes and are not pushed: listen streams never carry progress.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Collection
 
 from aml_mcp.principal import Owner, Principal
 from aml_mcp.subscriptions.bus import EventBus
@@ -24,7 +23,11 @@ from aml_mcp.tasks.wire import detailed_task
 def changed_event(task: TaskRecord, poll_interval_ms: int) -> TaskChanged:
     """The bus event for a committed change: the task's complete state, with its owner and scope."""
     return TaskChanged(
-        owner=task.owner, task_id=task.task_id, scope=task.scope, state=detailed_task(task, poll_interval_ms)
+        owner=task.owner,
+        task_id=task.task_id,
+        scope=task.scope,
+        state=detailed_task(task, poll_interval_ms),
+        version=task.version,
     )
 
 
@@ -114,6 +117,12 @@ class FollowableTasks:
         scope = await self._store.scope_of(task_id, principal.owner, self._clock.now_ms())
         return frozenset({scope}) if scope else frozenset()
 
-    async def snapshot(self, task_id: str, principal: Principal) -> Mapping[str, Any] | None:
-        task = await self._store.find(task_id, principal.owner, self._clock.now_ms())
-        return detailed_task(task, self._poll_interval_ms) if task is not None else None
+    async def snapshot(self, task_id: str, principal: Principal) -> TaskChanged | None:
+        return await self.changed(task_id, principal.owner)
+
+    async def changed(self, task_id: str, owner: Owner) -> TaskChanged | None:
+        """The task's current state as a bus event, looked up by id and owner; `None` if not found.
+
+        What a cross-process bus publishes locally when another process announced a change."""
+        task = await self._store.find(task_id, owner, self._clock.now_ms())
+        return changed_event(task, self._poll_interval_ms) if task is not None else None

@@ -1,6 +1,7 @@
 """Assembles the Tasks extension for the composition root: `build_tasks(settings, ...) -> Tasks`.
 
-`build_tasks` puts store, runner, service, handlers and sweeper together on the shared database;
+`build_tasks` puts store, runner, service, handlers and sweeper together on the shared database
+(the SQLite file, or PostgreSQL when `shared` is given: then several processes share the tasks);
 the returned `Tasks` is a `Component` (its schema, the `tasks/*` scope rules, runner and sweeper
 for the app's lifetime) and also hands app.py the `TaskStarter` for `tools/call`, the extension to
 advertise, and what listen streams need to follow tasks.
@@ -21,9 +22,12 @@ from aml_mcp.audit import AuditRecorder
 from aml_mcp.catalog.tools import ToolRegistry
 from aml_mcp.protocol.capabilities import TASKS_EXTENSION
 from aml_mcp.scope_rules import ScopeRule
+from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.store.sqlite import Migration, SqliteDatabase
 from aml_mcp.subscriptions.bus import EventBus
+from aml_mcp.tasks import postgres_store
 from aml_mcp.tasks.clock import Clock, SystemClock
+from aml_mcp.tasks.db_clock import DatabaseClock
 from aml_mcp.tasks.handlers import TaskHandlers
 from aml_mcp.tasks.retention import Sweeper
 from aml_mcp.tasks.runner import TaskRunner
@@ -43,6 +47,11 @@ class Tasks:
     following: FollowableTasks
     """Which tasks a caller may follow on a listen stream, and their current state."""
     migrations: Sequence[Migration] = (Migration(COMPONENT, MIGRATIONS),)
+    """Schemas in the SQLite file (none when the tasks live on PostgreSQL)."""
+    shared_migrations: Sequence[Migration] = ()
+    """Schemas on PostgreSQL, applied once the shared database is open."""
+    database_clock: DatabaseClock | None = None
+    """On PostgreSQL: the clock every process reads, synced before the runner starts."""
     routes: Sequence[BaseRoute] = ()
 
     @property
@@ -61,8 +70,12 @@ class Tasks:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Runner and sweeper for the app's lifetime (enter after migrations, while the database is open)."""
+        if self.database_clock is not None:
+            await self.database_clock.sync()
         async with anyio.create_task_group() as group, self.runner.running():
             group.start_soon(self.sweeper.run)
+            if self.database_clock is not None:
+                group.start_soon(self.database_clock.run)
             try:
                 yield
             finally:
@@ -75,12 +88,47 @@ def build_tasks(
     database: SqliteDatabase,
     tools: ToolRegistry,
     audit: AuditRecorder,
-    bus: EventBus,
+    bus: EventBus | None,
+    shared: PostgresDatabase | None = None,
     clock: Clock | None = None,
 ) -> Tasks:
-    """Every committed status change is published on `bus` for listen streams."""
+    """Tasks on `shared` (PostgreSQL) when given, else in `database` (SQLite).
+
+    On SQLite every committed status change is published on `bus` by this process. On PostgreSQL
+    the store announces each change itself, inside its transaction (NOTIFY), and a `PgEventBus`
+    built on `following.changed` delivers it in every process: `bus` is not used. Time is then the
+    database's (`DatabaseClock`) unless `clock` is given.
+    """
+    if shared is not None:
+        database_clock = DatabaseClock(shared.now_ms) if clock is None else None
+        clock = clock or database_clock
+        assert clock is not None
+        store: TaskStore = postgres_store.PostgresTaskStore(shared)
+        return _assemble(
+            settings,
+            store,
+            tools,
+            audit,
+            clock,
+            migrations=(),
+            shared_migrations=(postgres_store.MIGRATION,),
+            database_clock=database_clock,
+        )
+    if bus is None:
+        raise ValueError("tasks on SQLite publish their changes on an event bus")
     clock = clock or SystemClock()
-    store: TaskStore = PublishingTaskStore(SqliteTaskStore(database), bus, clock, settings.poll_interval_ms)
+    store = PublishingTaskStore(SqliteTaskStore(database), bus, clock, settings.poll_interval_ms)
+    return _assemble(settings, store, tools, audit, clock)
+
+
+def _assemble(
+    settings: TaskSettings,
+    store: TaskStore,
+    tools: ToolRegistry,
+    audit: AuditRecorder,
+    clock: Clock,
+    **storage: Any,
+) -> Tasks:
     runner = TaskRunner(store, tools, settings, clock)
     service = TaskService(store, runner, settings, clock)
     return Tasks(
@@ -89,4 +137,5 @@ def build_tasks(
         runner=runner,
         sweeper=Sweeper(store, clock, settings.sweep_interval_ms),
         following=FollowableTasks(store, clock, settings.poll_interval_ms),
+        **storage,
     )

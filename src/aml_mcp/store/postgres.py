@@ -1,0 +1,238 @@
+"""PostgreSQL for several processes sharing one state: an async connection pool and migrations.
+
+SQLite serves one process; as soon as replicas and workers share tasks, the database has to be a
+server. This module is the PostgreSQL counterpart of `store/sqlite.py` and keeps its shape:
+components bring a `Migration` (an append-only list of SQL scripts), `apply` runs the steps not
+yet recorded in `schema_migrations`, each step in its own transaction. Two processes starting at
+once never both apply a step: the migration transaction takes a transaction-scoped advisory lock
+first.
+
+Durability: with the default `synchronous_commit = on`, a `COMMIT` returns after the WAL is flushed
+on the primary, so a write acknowledged here survives a crash (the Tasks extension forbids
+answering `CreateTaskResult` before that). Deployments with a standby set
+`synchronous_standby_names`; reads always go to the primary this URL names.
+
+Time: `now_ms()` is the database's `clock_timestamp()`, the one clock every process agrees on
+(see `tasks/db_clock.py` for how task leases use it).
+
+`schema` gives every connection `search_path = <schema>`, so one server can hold isolated copies
+(tests run each in its own schema); the schema is created when missing.
+
+The connection budget is explicit (`min_size`, `max_size`): every process holds at most `max_size`
+pooled connections plus one listener connection (`PgEventBus`), and the sum over all replicas and
+workers must stay below the server's `max_connections`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from aml_mcp.store.sqlite import Migration
+
+logger = logging.getLogger(__name__)
+
+MIGRATION_LOCK = 0x616D6C2D6D637001
+"""Advisory lock key held while migrating, so concurrent starts apply each step once."""
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
+"""A schema name short enough that a channel named after it stays under PostgreSQL's 63 bytes."""
+
+
+def is_postgres_url(url: str | None) -> bool:
+    """Whether `url` names a PostgreSQL server (`postgresql://` or `postgres://`)."""
+    return url is not None and url.split("://", 1)[0] in ("postgresql", "postgres")
+
+
+def redacted(url: str) -> str:
+    """`url` without its password, fit for logs and error messages."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparsable database URL>"
+    params.pop("password", None)
+    return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
+
+
+@dataclass(frozen=True, slots=True)
+class PoolBudget:
+    """Connections one process may hold: `max_size` pooled ones (plus one listener elsewhere)."""
+
+    min_size: int = 1
+    max_size: int = 10
+    connect_timeout_seconds: float = 5.0
+    """How long a new connection may take before the attempt counts as failed."""
+    wait_seconds: float = 10.0
+    """How long an operation waits for a free pooled connection before the store is unavailable."""
+
+
+def storage_fault(exc: BaseException) -> str | None:
+    """A short cause when `exc` is the database being unreachable or out of resources, else `None`.
+
+    Connection loss, the server shutting down, too many connections, a full disk, a read-only
+    standby and an exhausted pool are the storage's condition; a syntax error or a constraint
+    violation is a bug and stays what it is.
+    """
+    if isinstance(exc, PoolTimeout):
+        return "no database connection free"
+    if isinstance(exc, psycopg.OperationalError):
+        sqlstate = getattr(exc, "sqlstate", None) or ""
+        if sqlstate.startswith("53"):
+            return "database out of resources"
+        if sqlstate == "57014":
+            return "database statement timed out"
+        return "database unreachable"
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return "database read-only"
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return "disk full"
+    if isinstance(exc, psycopg.InterfaceError):
+        return "database connection closed"
+    if isinstance(exc, RuntimeError) and "not open" in str(exc):
+        return "database closed"  # used while the server shuts down
+    return None
+
+
+class PostgresDatabase:
+    """A pool of connections to one PostgreSQL database (optionally one schema of it)."""
+
+    def __init__(self, url: str, *, schema: str | None = None, budget: PoolBudget | None = None) -> None:
+        if not is_postgres_url(url):
+            raise ValueError("a PostgreSQL URL starts with postgresql://")
+        if schema is not None and not _SCHEMA_NAME.match(schema):
+            raise ValueError("schema must be a lower-case SQL identifier")
+        self.url = url
+        self.schema = schema
+        self.budget = budget or PoolBudget()
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """Options every connection of this database gets (the listener's too)."""
+        options: dict[str, Any] = {
+            "connect_timeout": max(1, round(self.budget.connect_timeout_seconds)),
+            "application_name": "aml-mcp",
+            # Keepalives notice a dead server or a cut network within about 20 s, not hours.
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 2,
+        }
+        if self.schema is not None:
+            options["options"] = f"-c search_path={self.schema}"
+        return options
+
+    async def open(self) -> None:
+        """Create the schema if asked for one, then open the pool (waits for `min_size` connections)."""
+        if self._pool is not None:
+            return
+        if self.schema is not None:
+            async with await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=self.connect_kwargs()["connect_timeout"]
+            ) as conn:
+                await conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+                )
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+            self.url,
+            min_size=self.budget.min_size,
+            max_size=self.budget.max_size,
+            # Autocommit: a single statement is its own transaction, one round trip instead of the
+            # three of BEGIN, statement, COMMIT; `transaction()` opens an explicit one when needed.
+            kwargs={**self.connect_kwargs(), "autocommit": True},
+            timeout=self.budget.wait_seconds,
+            name="aml-mcp",
+            open=False,
+        )
+        try:
+            await pool.open(wait=True, timeout=self.budget.connect_timeout_seconds + 5)
+        except PoolTimeout as exc:
+            await pool.close()
+            raise psycopg.OperationalError(f"cannot connect to {redacted(self.url)}") from exc
+        self._pool = pool
+
+    def channel(self, name: str) -> str:
+        """The NOTIFY channel `name` of this deployment. Channels are database-wide, not per schema,
+        so deployments in different schemas of one database get channels of their own."""
+        return name if self.schema is None else f"{name}__{self.schema}"
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    @property
+    def pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
+        if self._pool is None:
+            raise RuntimeError("database is not open")
+        return self._pool
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection inside one transaction: committed on exit, rolled back on error."""
+        async with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    async def execute(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """One statement, atomic on its own (autocommit), in one round trip; the rows it returns."""
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(query, params)
+            return await cursor.fetchall() if cursor.description is not None else []
+
+    async def now_ms(self) -> int:
+        """The database's clock (`clock_timestamp()`), in epoch milliseconds."""
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+            row = await cursor.fetchone()
+        assert row is not None
+        return int(row[0])
+
+    async def apply(self, migration: Migration) -> int:
+        """`migrate` for a component's `Migration`."""
+        return await self.migrate(migration.component, migration.steps)
+
+    async def migrate(self, component: str, steps: Sequence[str]) -> int:
+        """Bring `component`'s tables up to date; returns its schema version.
+
+        Same contract as `SqliteDatabase.migrate`: step N runs once, in its own transaction, and is
+        recorded; components never share a numbering.
+        """
+        async with self.transaction() as conn:
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " component TEXT NOT NULL, version INTEGER NOT NULL,"
+                " applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),"
+                " PRIMARY KEY (component, version))"
+            )
+        current = 0
+        for _ in range(len(steps) + 1):
+            async with self.transaction() as conn:
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                cursor = await conn.execute(
+                    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = %s",
+                    (component,),
+                )
+                row = await cursor.fetchone()
+                current = int(row[0]) if row is not None else 0
+                if current >= len(steps):
+                    return current
+                await conn.execute(steps[current].encode())
+                await conn.execute(
+                    "INSERT INTO schema_migrations (component, version) VALUES (%s, %s)",
+                    (component, current + 1),
+                )
+        return current
+
+    async def ping(self) -> None:
+        """Readiness probe: the server answers a query."""
+        async with self.pool.connection() as conn:
+            await conn.execute("SELECT 1")

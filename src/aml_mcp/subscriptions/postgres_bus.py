@@ -1,0 +1,211 @@
+"""`EventBus` across processes, on PostgreSQL LISTEN/NOTIFY.
+
+Task stores on PostgreSQL send `NOTIFY aml_task_events` inside the transaction of every status
+change, with ids only (task id, version, owner). Each process keeps one dedicated autocommit
+connection that LISTENs, turns each notification into a local event, and fans it out to its own
+subscribers (the listen streams), exactly as `LocalEventBus` does. `publish` stays local: the
+events a process publishes itself (list changes, access changes) concern its own streams, and task
+changes reach every process through the database.
+
+- **Lookup, owner-scoped, only when followed here.** A notification carries no state. Tasks no
+  stream of this process follows (`FollowedTasks`) are skipped without a query; for the others,
+  `resolve(task_id, owner)` reads the task by id *and* owner (the rule of `tasks/get`) and returns
+  the event to fan out, or `None`.
+  Streams drop a version not newer than the last one they sent, so notifications that arrive late,
+  twice, or after a resync already delivered the state do no harm.
+- **Liveness.** `notifies(timeout=...)` returns every `liveness_seconds`; a `SELECT 1` then proves
+  the connection is alive. TCP keepalives catch a silent network.
+- **Reconnect = resync.** NOTIFY is never replayed: whatever was sent while the connection was
+  down is lost. After every (re)connect, once LISTEN is in place again, every registered resync
+  callback runs (listen streams re-read their tasks' current state), so no final state is lost.
+  Reconnects back off exponentially, up to `max_backoff_seconds`. Notifications dropped because the
+  lookups fell `backlog` behind are treated the same way: a resync once the backlog drained.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+import psycopg
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from psycopg import sql
+
+from aml_mcp.listeners import Listeners
+from aml_mcp.principal import Owner
+from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.subscriptions.bus import Listener
+from aml_mcp.subscriptions.events import Event
+from aml_mcp.subscriptions.followed import FollowedTasks
+
+logger = logging.getLogger(__name__)
+
+TASK_CHANNEL = "aml_task_events"
+"""The task store's channel (`tasks.postgres_store.CHANNEL`), as this deployment names it."""
+Resolver = Callable[[str, Owner], Awaitable[Event | None]]
+Resync = Callable[[], Awaitable[None]]
+
+
+def listener_name(schema: str | None) -> str:
+    """The listener connection's `application_name`: operators (and fault tests) find it by this."""
+    return "aml-mcp listener" + (f" {schema}" if schema else "")
+
+
+def parse_payload(payload: str) -> tuple[str, Owner] | None:
+    """(task id, owner) from a task notification, or `None` when it names no owner or is malformed."""
+    try:
+        body = json.loads(payload)
+        task_id, owner = body["id"], body["o"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(task_id, str) or not isinstance(owner, list) or len(owner) != 4:
+        return None
+    if not all(isinstance(part, str) for part in owner):
+        return None
+    return task_id, Owner(*owner)
+
+
+class PgEventBus:
+    """Fan-out of local events plus task changes committed by any process on the database."""
+
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        resolve: Resolver,
+        followed: FollowedTasks | None = None,
+        liveness_seconds: float = 1.0,
+        first_backoff_seconds: float = 0.05,
+        max_backoff_seconds: float = 2.0,
+        lookups_at_once: int = 8,
+        backlog: int = 10_000,
+    ) -> None:
+        self._db = database
+        self._resolve = resolve
+        self._followed = followed
+        self._liveness = liveness_seconds
+        self._first_backoff = first_backoff_seconds
+        self._max_backoff = max_backoff_seconds
+        self._lookups_at_once = lookups_at_once
+        self._backlog = backlog
+        self._overflowed = False
+        """A notification was dropped (backlog full): resync at the next liveness tick."""
+        self._listeners: Listeners[[Event]] = Listeners()
+        self._resync_hooks: dict[object, Resync] = {}
+        self._connection: psycopg.AsyncConnection[Any] | None = None
+        self.ready = anyio.Event()
+        """Set once LISTEN is first in place (streams opened before that still get current state)."""
+        self.connects = 0
+        """Listener connections made, the first included: `connects - 1` reconnects."""
+        self.resyncs = 0
+        """Resync rounds completed (one after every connect)."""
+        self.received = 0
+
+    def publish(self, event: Event) -> None:
+        self._listeners.fire(event)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        return self._listeners.add(listener)
+
+    def on_resync(self, hook: Resync) -> Callable[[], None]:
+        """Run `hook` after every (re)connect, once LISTEN is in place; returns an idempotent remove."""
+        token = object()
+        self._resync_hooks[token] = hook
+
+        def remove() -> None:
+            self._resync_hooks.pop(token, None)
+
+        return remove
+
+    @property
+    def backend_pid(self) -> int | None:
+        """The server process of the current listener connection (for operators and fault tests)."""
+        conn = self._connection
+        return conn.info.backend_pid if conn is not None and not conn.closed else None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Listen for the app's lifetime; entered once the database is open. Waits (bounded) for the
+        first LISTEN so the first streams are followed from the start."""
+        send, receive = anyio.create_memory_object_stream[str](self._backlog)
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._listen_forever, send)
+            for _ in range(self._lookups_at_once):
+                group.start_soon(self._deliver, receive.clone())
+            receive.close()
+            with anyio.move_on_after(10):
+                await self.ready.wait()
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+
+    async def _listen_forever(self, send: MemoryObjectSendStream[str]) -> None:
+        backoff = self._first_backoff
+        with send:
+            while True:
+                connects = self.connects
+                try:
+                    await self._listen_once(send)
+                except (psycopg.Error, OSError) as exc:
+                    logger.warning("event bus listener lost its connection (%s); reconnecting", exc)
+                if self.connects != connects:  # it had connected: start over with a short wait
+                    backoff = self._first_backoff
+                await anyio.sleep(backoff)
+                backoff = min(self._max_backoff, backoff * 2)
+
+    async def _listen_once(self, send: MemoryObjectSendStream[str]) -> None:
+        options = {**self._db.connect_kwargs(), "application_name": listener_name(self._db.schema)}
+        async with await psycopg.AsyncConnection.connect(self._db.url, autocommit=True, **options) as conn:
+            self._connection = conn
+            try:
+                await conn.execute(
+                    sql.SQL("LISTEN {}").format(sql.Identifier(self._db.channel(TASK_CHANNEL)))
+                )
+                self.connects += 1
+                self.ready.set()
+                await self._resync()
+                while True:
+                    async for notify in conn.notifies(timeout=self._liveness):
+                        self.received += 1
+                        try:
+                            send.send_nowait(notify.payload)
+                        except anyio.WouldBlock:
+                            if not self._overflowed:
+                                logger.warning("event bus backlog full; streams resync once it drains")
+                            self._overflowed = True
+                    await conn.execute("SELECT 1")
+                    if self._overflowed and send.statistics().current_buffer_used == 0:
+                        # What was dropped is lost like a reconnect gap's notifications: re-read.
+                        self._overflowed = False
+                        await self._resync()
+            finally:
+                self._connection = None
+
+    async def _resync(self) -> None:
+        for hook in list(self._resync_hooks.values()):
+            try:
+                await hook()
+            except Exception:
+                logger.exception("a resync hook failed")
+        self.resyncs += 1
+
+    async def _deliver(self, receive: MemoryObjectReceiveStream[str]) -> None:
+        with receive:
+            async for payload in receive:
+                if not len(self._listeners):
+                    continue  # nobody listens here: no lookup
+                parsed = parse_payload(payload)
+                if parsed is None or (self._followed is not None and parsed[0] not in self._followed):
+                    continue  # malformed, or no stream here follows it: no lookup
+                try:
+                    event = await self._resolve(*parsed)
+                except Exception as exc:
+                    logger.warning("could not look up a notified task (%s)", exc)
+                    continue
+                if event is not None:
+                    self._listeners.fire(event)

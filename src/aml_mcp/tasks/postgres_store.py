@@ -1,0 +1,467 @@
+"""`TaskStore` on PostgreSQL, for replicas and workers that share one set of tasks.
+
+The same rules as `sqlite_store.py`, with PostgreSQL's mechanisms where several processes write at
+once:
+
+- Per-task statements name the id and the full owner; CAS on `version`; only active rows change,
+  and a PL/pgSQL `BEFORE UPDATE` trigger refuses any change to a terminal row or to a task's
+  identity, owner, tool, scope or expiry (the second wall behind the conditional updates).
+- The owner columns are `BYTEA` (UTF-8): PostgreSQL `TEXT` cannot hold NUL, and a token's claims
+  can. Status messages are stored JSON-encoded for the same reason.
+- Quota: `create` takes a transaction-scoped advisory lock on the owner's (issuer, tenant) before
+  counting, so two creates of one tenant are counted one after the other and can never both see
+  room. An advisory lock rather than SERIALIZABLE: it serializes only creates of the same tenant,
+  only when a quota applies, and never fails with a serialization error that every caller would
+  have to retry.
+- `claim` selects in a `MATERIALIZED` CTE with `FOR UPDATE SKIP LOCKED`, then updates the rows it
+  locked. The `IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` form may run its subquery more than
+  once and claim more than `n` rows; the materialized CTE runs exactly once.
+- Every status change (and every change of an `input_required` task's requests) sends
+  `NOTIFY aml_task_events` inside the same transaction, so a notification exists if and only if its
+  change committed. The payload is ids only (task id, version, owner fields): results can be larger
+  than NOTIFY's 8,000 bytes, and any role that may LISTEN reads every payload.
+- Times are the caller's `now_ms`, as in the protocol. Processes on PostgreSQL read their time from
+  `DatabaseClock` (the database's `clock_timestamp()` plus the monotonic time since the last
+  reading), so every process compares leases and expiry on one clock, and tests still move time.
+
+Connection loss, an unreachable server, a full pool and the like leave as `StorageUnavailable`;
+anything else (a bug, a constraint) stays what it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from aml_mcp.principal import Owner
+from aml_mcp.store.postgres import PostgresDatabase, storage_fault
+from aml_mcp.store.sqlite import Migration
+from aml_mcp.tasks.model import TaskRecord, TaskStatus
+from aml_mcp.tasks.store import Change, LeaseReport, QuotaExceeded, StorageUnavailable, TaskQuota
+
+logger = logging.getLogger(__name__)
+
+COMPONENT = "tasks"
+CHANNEL = "aml_task_events"
+"""Where status changes are announced (`PostgresDatabase.channel` of it); payload
+`{"id", "v", "o": [issuer, subject, tenant, client]}`."""
+MAX_PAYLOAD_BYTES = 7_900
+"""NOTIFY refuses payloads of 8,000 bytes or more; an owner that would not fit is left out."""
+
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY,
+        owner_issuer BYTEA NOT NULL,
+        owner_subject BYTEA NOT NULL,
+        owner_tenant BYTEA NOT NULL,
+        owner_client_id BYTEA NOT NULL,
+        tool TEXT NOT NULL,
+        required_scope TEXT,
+        arguments TEXT NOT NULL,
+        client_capabilities TEXT NOT NULL,
+        status TEXT NOT NULL
+            CHECK (status IN ('working', 'input_required', 'completed', 'failed', 'cancelled')),
+        status_message TEXT,
+        input_requests TEXT NOT NULL DEFAULT '{}',
+        input_responses TEXT NOT NULL DEFAULT '{}',
+        result TEXT,
+        error TEXT,
+        cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        ttl_ms BIGINT NOT NULL CHECK (ttl_ms > 0),
+        expires_at BIGINT NOT NULL,
+        version BIGINT NOT NULL,
+        lease_holder TEXT,
+        lease_expires_at BIGINT,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        handovers INTEGER NOT NULL DEFAULT 0,
+        CHECK ((status = 'completed') = (result IS NOT NULL)),
+        CHECK ((status = 'failed') = (error IS NOT NULL))
+    );
+    CREATE INDEX tasks_by_expiry ON tasks (expires_at);
+    CREATE INDEX tasks_claimable ON tasks (created_at) WHERE status IN ('working', 'input_required');
+    CREATE INDEX tasks_by_holder ON tasks (lease_holder) WHERE status IN ('working', 'input_required');
+    CREATE INDEX tasks_active_by_owner ON tasks (owner_tenant, owner_issuer, owner_subject, expires_at)
+        WHERE status IN ('working', 'input_required');
+    CREATE FUNCTION tasks_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF OLD.status IN ('completed', 'failed', 'cancelled') THEN
+            RAISE EXCEPTION 'a terminal task never changes' USING ERRCODE = 'integrity_constraint_violation';
+        END IF;
+        IF NEW.task_id IS DISTINCT FROM OLD.task_id
+           OR NEW.owner_issuer IS DISTINCT FROM OLD.owner_issuer
+           OR NEW.owner_subject IS DISTINCT FROM OLD.owner_subject
+           OR NEW.owner_tenant IS DISTINCT FROM OLD.owner_tenant
+           OR NEW.owner_client_id IS DISTINCT FROM OLD.owner_client_id
+           OR NEW.tool IS DISTINCT FROM OLD.tool
+           OR NEW.required_scope IS DISTINCT FROM OLD.required_scope
+           OR NEW.created_at IS DISTINCT FROM OLD.created_at
+           OR NEW.ttl_ms IS DISTINCT FROM OLD.ttl_ms
+           OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
+           OR NEW.version < OLD.version THEN
+            RAISE EXCEPTION 'a task''s identity, owner, tool, scope and expiry never change'
+                USING ERRCODE = 'integrity_constraint_violation';
+        END IF;
+        RETURN NEW;
+    END;
+    $$;
+    CREATE TRIGGER tasks_guard BEFORE UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION tasks_guard();
+    """,
+]
+
+MIGRATION = Migration(COMPONENT, MIGRATIONS)
+
+_COLUMNS = (
+    "task_id, owner_issuer, owner_subject, owner_tenant, owner_client_id, tool, required_scope,"
+    " arguments, client_capabilities, status, status_message, input_requests, input_responses,"
+    " result, error, cancel_requested, created_at, updated_at, ttl_ms, expires_at, version,"
+    " lease_holder, lease_expires_at, attempts, handovers"
+)
+_T_COLUMNS = ", ".join("t." + column.strip() for column in _COLUMNS.split(","))
+_OWNED = (
+    "task_id = %s AND owner_issuer = %s AND owner_subject = %s AND owner_tenant = %s"
+    " AND owner_client_id = %s AND expires_at > %s"
+)
+_ACTIVE = "status IN ('working', 'input_required')"
+
+
+def _dump(value: Mapping[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _load(text: str) -> Any:
+    return {} if text == "{}" else json.loads(text)
+
+
+def _b(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _s(value: bytes | memoryview) -> str:
+    return bytes(value).decode("utf-8", "surrogatepass")
+
+
+def _message(text: str | None) -> str | None:
+    return None if text is None else json.dumps(text)
+
+
+def _owned_args(task_id: str, owner: Owner, now_ms: int) -> tuple[Any, ...]:
+    return (task_id, _b(owner.issuer), _b(owner.subject), _b(owner.tenant), _b(owner.client_id), now_ms)
+
+
+def notification_payload(task_id: str, version: int, owner: Owner) -> str:
+    """The NOTIFY payload for a task's new version: ids only, the owner left out if it would not fit."""
+    payload = json.dumps(
+        {"id": task_id, "v": version, "o": [owner.issuer, owner.subject, owner.tenant, owner.client_id]},
+        separators=(",", ":"),
+    )
+    if len(payload.encode()) > MAX_PAYLOAD_BYTES:
+        payload = json.dumps({"id": task_id, "v": version}, separators=(",", ":"))
+    return payload
+
+
+def tenant_lock_key(owner: Owner) -> int:
+    """The advisory lock key of the owner's (issuer, tenant): a signed 64-bit hash, length-prefixed
+    so no two (issuer, tenant) pairs join to the same input."""
+    issuer, tenant = _b(owner.issuer), _b(owner.tenant)
+    digest = hashlib.sha256(len(issuer).to_bytes(8, "big") + issuer + tenant).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _record(row: tuple[Any, ...]) -> TaskRecord:
+    (
+        task_id,
+        issuer,
+        subject,
+        tenant,
+        client_id,
+        tool,
+        scope,
+        arguments,
+        capabilities,
+        status,
+        message,
+        requests,
+        responses,
+        result,
+        error,
+        cancel_requested,
+        created_at,
+        updated_at,
+        ttl_ms,
+        expires_at,
+        version,
+        lease_holder,
+        lease_expires_at,
+        attempts,
+        handovers,
+    ) = row
+    return TaskRecord(
+        task_id=task_id,
+        owner=Owner(_s(issuer), _s(subject), _s(tenant), _s(client_id)),
+        tool=tool,
+        scope=scope,
+        arguments=_load(arguments),
+        client_capabilities=_load(capabilities),
+        status=TaskStatus(status),
+        status_message=json.loads(message) if message is not None else None,
+        input_requests=_load(requests),
+        input_responses=_load(responses),
+        result=json.loads(result) if result is not None else None,
+        error=json.loads(error) if error is not None else None,
+        cancel_requested=bool(cancel_requested),
+        created_at=created_at,
+        updated_at=updated_at,
+        ttl_ms=ttl_ms,
+        expires_at=expires_at,
+        version=version,
+        lease_holder=lease_holder,
+        lease_expires_at=lease_expires_at,
+        attempts=attempts,
+        handovers=handovers,
+    )
+
+
+class PostgresTaskStore:
+    """Tasks in the `tasks` table of a PostgreSQL database; apply `MIGRATION` first."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._db = database
+        self._down: str | None = None
+
+    def _fault(self, exc: BaseException) -> StorageUnavailable | None:
+        cause = storage_fault(exc)
+        if cause is None:
+            return None
+        if self._down is None:
+            logger.warning(
+                "task storage unavailable (%s: %s); callers get a retryable error until it recovers",
+                cause,
+                exc,
+            )
+        self._down = cause
+        return StorageUnavailable(cause)
+
+    def _recovered(self) -> None:
+        if self._down is not None:
+            logger.info("task storage available again (after: %s)", self._down)
+            self._down = None
+
+    async def _run(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """One statement, its own transaction (a `WITH ... UPDATE ... pg_notify` included: the
+        notification goes out at that statement's commit); the rows it returns (if any)."""
+        try:
+            rows = await self._db.execute(query, params)
+        except Exception as exc:  # psycopg's errors and the pool's own (closed, timed out)
+            fault = self._fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
+        self._recovered()
+        return rows
+
+    async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
+        owner = task.owner
+        row = (
+            task.task_id,
+            _b(owner.issuer),
+            _b(owner.subject),
+            _b(owner.tenant),
+            _b(owner.client_id),
+            task.tool,
+            task.scope,
+            _dump(task.arguments),
+            _dump(task.client_capabilities),
+            task.status.value,
+            _message(task.status_message),
+            _dump(task.input_requests),
+            _dump(task.input_responses),
+            _dump(task.result),
+            _dump(task.error),
+            task.cancel_requested,
+            task.created_at,
+            task.updated_at,
+            task.ttl_ms,
+            task.expires_at,
+            task.version,
+            task.lease_holder,
+            task.lease_expires_at,
+            task.attempts,
+            task.handovers,
+        )
+        values = ", ".join(["%s"] * len(row))
+        insert = f"INSERT INTO tasks ({_COLUMNS}) VALUES ({values})"  # noqa: S608
+        if quota is None:
+            await self._run(insert, row)
+            return
+        # Counted and inserted in one statement, only if there is room; (tenant, principal, inserted).
+        counted_insert = (
+            "WITH n AS (SELECT COUNT(*) AS tenant, COUNT(*) FILTER (WHERE owner_subject = %s) AS principal"  # noqa: S608
+            f"  FROM tasks WHERE owner_tenant = %s AND owner_issuer = %s AND {_ACTIVE} AND expires_at > %s),"
+            f" ins AS (INSERT INTO tasks ({_COLUMNS}) SELECT {values} FROM n"
+            "  WHERE n.principal < %s AND n.tenant < %s RETURNING 1)"
+            " SELECT n.tenant, n.principal, (SELECT COUNT(*) FROM ins) FROM n"
+        )
+        params = (
+            _b(owner.subject),
+            _b(owner.tenant),
+            _b(owner.issuer),
+            task.created_at,
+            *row,
+            quota.active_per_principal,
+            quota.active_per_tenant,
+        )
+        try:
+            async with self._db.transaction() as conn:
+                # Creates of one tenant queue here until the one before commits; the next statement
+                # takes its snapshot after the lock, so it counts every task committed before it:
+                # no overshoot, whatever the concurrency.
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (tenant_lock_key(owner),))
+                cursor = await conn.execute(counted_insert, params)
+                counted = await cursor.fetchone()
+        except Exception as exc:
+            fault = self._fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
+        assert counted is not None
+        _, principal, inserted = counted
+        if not inserted:
+            if principal >= quota.active_per_principal:
+                raise QuotaExceeded("principal", quota.active_per_principal)
+            raise QuotaExceeded("tenant", quota.active_per_tenant)
+        self._recovered()
+
+    async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
+        sql = f"SELECT {_COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
+        rows = await self._run(sql, _owned_args(task_id, owner, now_ms))
+        return _record(rows[0]) if rows else None
+
+    async def scope_of(self, task_id: str, owner: Owner, now_ms: int) -> str | None:
+        sql = f"SELECT required_scope FROM tasks WHERE {_OWNED}"  # noqa: S608
+        rows = await self._run(sql, _owned_args(task_id, owner, now_ms))
+        return rows[0][0] if rows else None
+
+    async def transition(
+        self,
+        task_id: str,
+        owner: Owner,
+        *,
+        expected_version: int,
+        change: Change,
+        now_ms: int,
+        holder: str | None = None,
+        lease_free: bool = False,
+    ) -> TaskRecord | None:
+        sets: list[str] = ["version = version + 1"]
+        values: list[Any] = []
+        for column, value in (
+            ("status", change.status.value if change.status is not None else None),
+            ("status_message", _message(change.status_message)),
+            ("input_requests", _dump(change.input_requests)),
+            ("input_responses", _dump(change.input_responses)),
+            ("result", _dump(change.result)),
+            ("error", _dump(change.error)),
+            ("cancel_requested", change.cancel_requested),
+        ):
+            if value is not None:
+                sets.append(f"{column} = %s")
+                values.append(value)
+        if change.touch:
+            sets.append("updated_at = GREATEST(updated_at, %s)")
+            values.append(now_ms)
+        if change.status is not None and change.status.terminal:
+            sets.append("lease_holder = NULL, lease_expires_at = NULL")
+        where = [_OWNED, _ACTIVE, "version = %s"]
+        args: list[Any] = [*_owned_args(task_id, owner, now_ms), expected_version]
+        if holder is not None:
+            where.append("lease_holder = %s")
+            args.append(holder)
+        if lease_free:
+            where.append("(lease_holder IS NULL OR lease_expires_at <= %s)")
+            args.append(now_ms)
+        update = f"UPDATE tasks SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING {_COLUMNS}"  # noqa: S608
+        params: list[Any] = [*values, *args]
+        if change.status is not None or change.input_requests is not None:
+            # The notification is part of the transition's own statement: sent at commit, or never.
+            sql = f"WITH u AS ({update}) SELECT u.*, pg_notify(%s, %s) FROM u"  # noqa: S608
+            params += [self._db.channel(CHANNEL), notification_payload(task_id, expected_version + 1, owner)]
+            rows = await self._run(sql, params)
+            return _record(rows[0][:-1]) if rows else None
+        rows = await self._run(update, params)
+        return _record(rows[0]) if rows else None
+
+    async def renew(
+        self, holder: str, lease_until_ms: int, now_ms: int, task_ids: Collection[str] | None = None
+    ) -> LeaseReport:
+        sql = (
+            f"UPDATE tasks SET lease_expires_at = %s WHERE lease_holder = %s AND {_ACTIVE}"  # noqa: S608
+            " AND expires_at > %s"
+        )
+        args: list[Any] = [lease_until_ms, holder, now_ms]
+        if task_ids is not None:
+            sql += " AND task_id = ANY(%s)"
+            args.append(list(task_ids))
+        sql += " RETURNING task_id, cancel_requested"
+        rows = await self._run(sql, args)
+        return LeaseReport(
+            held=frozenset(row[0] for row in rows),
+            cancel_requested=frozenset(row[0] for row in rows if row[1]),
+        )
+
+    async def release(self, holder: str, handed_over: Collection[str] | None = None) -> None:
+        args: list[Any]
+        if handed_over is None:
+            counted, args = "1", [holder]
+        else:
+            counted, args = "(task_id = ANY(%s))::int", [list(handed_over), holder]
+        sql = (
+            f"UPDATE tasks SET lease_expires_at = 0, handovers = handovers + {counted}"  # noqa: S608
+            f" WHERE lease_holder = %s AND {_ACTIVE}"
+        )
+        await self._run(sql, args)
+
+    async def abandon(self, task_id: str, holder: str) -> None:
+        await self._run(
+            "UPDATE tasks SET lease_holder = NULL, lease_expires_at = NULL"  # noqa: S608
+            f" WHERE task_id = %s AND lease_holder = %s AND {_ACTIVE}",
+            (task_id, holder),
+        )
+
+    async def claim(
+        self,
+        holder: str,
+        now_ms: int,
+        lease_until_ms: int,
+        limit: int,
+        exclude: Collection[str] = (),
+    ) -> list[TaskRecord]:
+        # MATERIALIZED: the locking subquery runs once, so no more than `limit` rows are taken.
+        sql = (
+            "WITH c AS MATERIALIZED ("  # noqa: S608
+            f"  SELECT task_id FROM tasks WHERE {_ACTIVE} AND expires_at > %s"
+            "   AND (lease_holder IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= %s)"
+            "   AND NOT (task_id = ANY(%s))"
+            "   ORDER BY created_at LIMIT %s"
+            "   FOR UPDATE SKIP LOCKED)"
+            " UPDATE tasks t SET lease_holder = %s, lease_expires_at = %s, attempts = t.attempts + 1"
+            f" FROM c WHERE t.task_id = c.task_id RETURNING {_T_COLUMNS}"
+        )
+        rows = await self._run(sql, (now_ms, now_ms, list(exclude), limit, holder, lease_until_ms))
+        return sorted((_record(row) for row in rows), key=lambda task: task.created_at)
+
+    async def sweep(self, now_ms: int, limit: int) -> int:
+        # The batch is chosen once (MATERIALIZED), so a sweep deletes at most `limit` rows, and
+        # rows another sweeper is deleting are skipped instead of waited for.
+        rows = await self._run(
+            "WITH c AS MATERIALIZED (SELECT task_id FROM tasks WHERE expires_at <= %s"
+            " ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)"
+            " DELETE FROM tasks t USING c WHERE t.task_id = c.task_id RETURNING 1",
+            (now_ms, limit),
+        )
+        return len(rows)

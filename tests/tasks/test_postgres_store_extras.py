@@ -1,0 +1,156 @@
+"""What only the PostgreSQL task store has to prove: several processes, NOTIFY and the database clock.
+
+The behaviours both stores share are in tests/contract/; these need separate processes or
+PostgreSQL's own mechanisms: claims racing from four processes, notifications that exist only for
+committed changes and carry ids only, and leases compared on the database's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import anyio
+import psycopg
+import pytest
+
+from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.tasks.db_clock import DatabaseClock
+from aml_mcp.tasks.model import TaskStatus
+from aml_mcp.tasks.postgres_store import CHANNEL, MIGRATION, PostgresTaskStore
+from aml_mcp.tasks.store import Change
+from tests.support.clocks import OffsetClock
+from tests.support.postgres import scratch_database
+from tests.tasks.factories import owner, record
+
+pytestmark = pytest.mark.anyio
+
+NOW = 1_800_000_000_000
+
+
+@pytest.fixture
+async def pg() -> AsyncIterator[PostgresDatabase]:
+    async with scratch_database() as database:
+        await database.apply(MIGRATION)
+        yield database
+
+
+async def test_four_processes_claiming_at_once_never_claim_a_task_twice(pg: PostgresDatabase) -> None:
+    store = PostgresTaskStore(pg)
+    tasks = [record(owner(subject=f"s{i % 7}"), now=NOW + i, holder=None) for i in range(400)]
+    for task in tasks:
+        await store.create(task)
+    assert pg.schema is not None
+    claims = await anyio.to_thread.run_sync(_claim_in_four_processes, pg.url, pg.schema)
+    every = [task_id for claimed in claims for task_id in claimed]
+    assert len(every) == len(set(every)) == 400, "a task was claimed twice, or one was never claimed"
+    assert sum(1 for claimed in claims if claimed) >= 2, "the race did not race: one process took all"
+    async with pg.transaction() as conn:
+        cursor = await conn.execute("SELECT COUNT(*) FROM tasks WHERE attempts <> 2")
+        row = await cursor.fetchone()
+    assert row is not None and row[0] == 0
+
+
+def _claim_in_four_processes(url: str, schema: str) -> list[list[str]]:
+    """Four `claim_worker` processes, started together; the ids each claimed."""
+    command = [sys.executable, "-m", "tests.support.claim_worker", url, schema]
+    workers = [
+        subprocess.Popen(
+            [*command, f"w{n}", str(NOW + 10_000)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for n in range(4)
+    ]
+    try:
+        for worker in workers:
+            assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+        return [json.loads(worker.communicate(timeout=60)[0]) for worker in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+
+
+async def _listener(pg: PostgresDatabase) -> psycopg.AsyncConnection[object]:
+    conn = await psycopg.AsyncConnection.connect(pg.url, autocommit=True, **pg.connect_kwargs())
+    await conn.execute(f"LISTEN {pg.channel(CHANNEL)}")
+    return conn
+
+
+async def _drain(conn: psycopg.AsyncConnection[object], seconds: float) -> list[str]:
+    return [notify.payload async for notify in conn.notifies(timeout=seconds)]
+
+
+async def test_a_status_change_notifies_ids_only_and_at_commit(pg: PostgresDatabase) -> None:
+    store = PostgresTaskStore(pg)
+    task = record(owner(), now=NOW)
+    await store.create(task)
+    listener = await _listener(pg)
+    try:
+        assert await store.transition(
+            task.task_id, task.owner, expected_version=1, change=Change(status_message="50%"), now_ms=NOW
+        )
+        assert await _drain(listener, 0.3) == [], "progress alone is not a status change"
+        done = Change(status=TaskStatus.COMPLETED, result={"content": [{"type": "text", "text": "SECRET"}]})
+        assert await store.transition(task.task_id, task.owner, expected_version=2, change=done, now_ms=NOW)
+        [payload] = await _drain(listener, 1.0)
+    finally:
+        await listener.close()
+    body = json.loads(payload)
+    who = task.owner
+    assert body == {"id": task.task_id, "v": 3, "o": [who.issuer, who.subject, who.tenant, who.client_id]}
+    assert "SECRET" not in payload
+
+
+async def test_a_rolled_back_change_notifies_nothing(pg: PostgresDatabase) -> None:
+    store = PostgresTaskStore(pg)
+    task = record(owner(), now=NOW)
+    await store.create(task)
+    # A check that fails at COMMIT, after the UPDATE and its pg_notify ran: the transaction rolls back.
+    async with pg.transaction() as conn:
+        await conn.execute(
+            "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN IF NEW.status_message = '\"boom\"' THEN RAISE EXCEPTION 'boom refused'; END IF;"
+            " RETURN NEW; END; $$;"
+            " CREATE CONSTRAINT TRIGGER refuse_boom AFTER UPDATE ON tasks DEFERRABLE INITIALLY DEFERRED"
+            " FOR EACH ROW EXECUTE FUNCTION refuse_boom();"
+        )
+    listener = await _listener(pg)
+    try:
+        boom = Change(status=TaskStatus.INPUT_REQUIRED, status_message="boom", input_requests={"k": {}})
+        with pytest.raises(psycopg.errors.RaiseException, match="boom refused"):
+            await store.transition(task.task_id, task.owner, expected_version=1, change=boom, now_ms=NOW)
+        assert await _drain(listener, 0.5) == []
+        found = await store.find(task.task_id, task.owner, NOW)
+        assert found is not None and found.version == 1 and found.status is TaskStatus.WORKING
+        cancel = Change(status=TaskStatus.CANCELLED)
+        assert await store.transition(task.task_id, task.owner, expected_version=1, change=cancel, now_ms=NOW)
+        assert [json.loads(p)["v"] for p in await _drain(listener, 1.0)] == [2]
+    finally:
+        await listener.close()
+
+
+async def test_a_process_whose_clock_runs_5s_fast_never_steals_a_live_lease(pg: PostgresDatabase) -> None:
+    store = PostgresTaskStore(pg)
+    honest = DatabaseClock(pg.now_ms)
+    await honest.sync()
+    lease_ms = 3_000
+    start = honest.now_ms()
+    task = record(owner(), now=start, holder="runner-live", lease_ms=lease_ms)
+    await store.create(task)
+    fast = OffsetClock(5_000)  # this host's wall clock runs 5 s ahead
+    # Reading its own clock, the fast process would take the live lease over: the danger is real.
+    assert fast.now_ms() > start + lease_ms
+    # On the database's clock (measured with the fast clock as its local counter), it does not.
+    skewed = DatabaseClock(pg.now_ms, local_ms=lambda: float(fast.now_ms()))
+    await skewed.sync()
+    assert abs(skewed.now_ms() - honest.now_ms()) < 250
+    assert await store.claim("runner-fast", skewed.now_ms(), skewed.now_ms() + lease_ms, 10) == []
+    # Once the lease really lapsed (on the database's clock), it may.
+    await anyio.sleep((start + lease_ms + 1 - skewed.now_ms()) / 1000)
+    [claimed] = await store.claim("runner-fast", skewed.now_ms(), skewed.now_ms() + lease_ms, 10)
+    assert claimed.task_id == task.task_id and claimed.lease_holder == "runner-fast"
