@@ -88,12 +88,14 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     # Entered in this order, left in reverse: the audit trail outlives everything that records into it.
     components: list[Component] = [audit]
     probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
+    details: list[tuple[str, Callable[[], str | None]]] = []
 
     if catalog is None:
         aml = build_aml(settings.aml, data_dir=data_dir, database=database)
         catalog = aml.catalog
         components.append(aml)
         probes.append(("notes", _reporting(aml.notes_problem)))
+        details.append(("search", aml.search_progress))
     tools = catalog.tools
     configured = settings.auth.scope_hierarchy
     hierarchy = ScopeHierarchy(configured if configured is not None else catalog.scope_hierarchy)
@@ -214,7 +216,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint),
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz(probes), methods=["GET"]),
+        Route("/readyz", readyz(probes, details), methods=["GET"]),
     ]
     routes += [route for component in components for route in component.routes]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

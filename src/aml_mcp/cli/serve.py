@@ -23,6 +23,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
+from aml_mcp.aml.search.choice import EmbedderKind
 from aml_mcp.app import Runtime, build_app
 from aml_mcp.auth.redaction import install_access_log_redaction
 from aml_mcp.catalog import Catalog
@@ -32,6 +33,9 @@ from aml_mcp.config import AuthSettings, Settings, load_settings
 from aml_mcp.devauth.users import DEMO_USERS
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, dev_issuer
 from aml_mcp.http.protocol import uvicorn_options
+
+TRANSFORMER_NOTES_PER_S = 20
+"""Measured transformer ingest rate on 2 shared cores (benchmarks/search_quality.py): for the estimate."""
 
 
 class _Server(uvicorn.Server):
@@ -113,6 +117,14 @@ def _load_demo(settings: Settings) -> None:
     if written:
         banks = ", ".join(f"{tenant} ({count})" for tenant, count in written.items())
         print(f"loaded the demo corpus (notes per bank): {banks}", file=sys.stderr)
+        if settings.aml.embedder is EmbedderKind.MINILM and settings.aml.reembed_in_background:
+            minutes = max(1, round(sum(written.values()) / TRANSFORMER_NOTES_PER_S / 60))
+            print(
+                "search is ready now (lexical, and dense with the static table); full dense quality "
+                f"once the demo banks are re-embedded with the transformer in the background, about "
+                f"{minutes} min on 2 cores (progress on /readyz and in the log)",
+                file=sys.stderr,
+            )
 
 
 def serve_refusal(settings: Settings) -> str | None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from aml_mcp.aml.note_store import NoteFilter, TenantNotes, VectorSpaceMismatchError, parse_iso_bound
 from aml_mcp.aml.notes import CaseNote, Subject, normalise_identifier, normalise_name, normalise_typology
+from aml_mcp.aml.search.choice import Embedders
 from aml_mcp.aml.search.dense import nearest
 from aml_mcp.aml.search.embeddings import Embedder
 from aml_mcp.aml.search.fusion import TUNED_WEIGHTS, FusionWeights, fuse
@@ -169,10 +170,10 @@ class _Ranked:
 
 
 class NoteSearch:
-    """Hybrid search; holds only its dependencies (the embedder and the fusion weights)."""
+    """Hybrid search; holds only its dependencies (the embedders and the fusion weights)."""
 
-    def __init__(self, embedder: Embedder, weights: FusionWeights = TUNED_WEIGHTS) -> None:
-        self._embedder = embedder
+    def __init__(self, embedders: Embedder | Embedders, weights: FusionWeights = TUNED_WEIGHTS) -> None:
+        self._embedders = embedders if isinstance(embedders, Embedders) else Embedders(embedders)
         self._weights = weights
 
     def search(
@@ -229,18 +230,19 @@ class NoteSearch:
 
     def _dense(self, notes: TenantNotes, query: str, where: NoteFilter) -> dict[int, float]:
         space = notes.vector_space()
-        if space is not None and space != self._embedder.name:
-            # Vectors from another table would rank at random; lexical and exact still work.
+        embedder = self._embedders.for_space(space)
+        if embedder is None:
+            # Vectors from another space would rank at random; lexical and exact still work.
             _log.warning(
                 "dense search skipped for tenant %s: %s",
                 notes.tenant,
-                VectorSpaceMismatchError(notes.tenant, space, self._embedder.name),
+                VectorSpaceMismatchError(notes.tenant, str(space), self._embedders.primary.name),
             )
             return {}
         vectors = notes.vectors()
         if vectors is None or len(vectors.rowids) == 0:
             return {}
-        q = self._embedder.encode([query])[0]
+        q = embedder.encode([query])[0]
         if not q.any():
             return {}
         return nearest(vectors, q, where.mask(vectors), CANDIDATES)

@@ -20,6 +20,7 @@ from aml_mcp.aml.evaluation.run import Evaluator
 from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.notes import InvalidTenantError, validate_tenant
 from aml_mcp.aml.sar.batches import CaseWork
+from aml_mcp.aml.search.choice import Embedders
 from aml_mcp.aml.search.embeddings import Embedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchHit, SearchRequest
 
@@ -31,7 +32,7 @@ class AmlService:
         self,
         *,
         store: NoteStore,
-        load_embedder: Callable[[], Embedder],
+        load_embedder: Callable[[], Embedder | Embedders],
         casework: CaseWork,
         evaluator: Callable[[Callable[[], NoteSearch]], Evaluator],
         searches_per_tenant: int = 1,
@@ -42,13 +43,21 @@ class AmlService:
         self.casework = casework
         self._load_embedder = load_embedder
         self._searcher: NoteSearch | None = None
+        self._embedders: Embedders | None = None
         self.evaluator = evaluator(self.searcher)
 
     async def start(self) -> None:
         """Load the embedder (off the event loop) before the first request."""
         if self._searcher is None:
-            embedder = await anyio.to_thread.run_sync(self._load_embedder)
-            self._searcher = NoteSearch(embedder)
+            embedders = await anyio.to_thread.run_sync(self._load_embedder)
+            self._embedders = embedders if isinstance(embedders, Embedders) else Embedders(embedders)
+            self._searcher = NoteSearch(self._embedders)
+
+    def embedders(self) -> Embedders:
+        """The embedders loaded by `start` (new vectors are made by `primary`)."""
+        if self._embedders is None:
+            raise RuntimeError("the AML services have not been started")
+        return self._embedders
 
     def searcher(self) -> NoteSearch:
         if self._searcher is None:
