@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (hand-written note fragments and queries are kept one per line)
 """Builds the analyst-prose labelled set: `notes-<bank>.jsonl` and `queries.json` beside this file.
 
 Why a second set: the demo corpus is rendered from the same templates the static table and the
@@ -453,8 +454,10 @@ def _style(style: str, facts: list[tuple[str, str]], vocab: dict[str, str], rng:
         )
         return f"{opener} {body} {_fill(rng.choice(CONCLUDE), vocab)}"
     if style == "bullets":
-        return "\n".join(f"- {_fill(short, vocab)}" for _, short in facts) + "\n- next: " + rng.choice(
-            ["escalate", "RFI sent", "draft " + vocab["report"], "discuss w/ MLRO"]
+        return (
+            "\n".join(f"- {_fill(short, vocab)}" for _, short in facts)
+            + "\n- next: "
+            + rng.choice(["escalate", "RFI sent", "draft " + vocab["report"], "discuss w/ MLRO"])
         )
     if style == "oneliner":
         words = "; ".join(_fill(short, vocab) for _, short in facts).split(" ")
@@ -563,7 +566,10 @@ def build() -> None:
             kinds = {"case_id": case["case_id"], "account_id": case["account"], "name": case["name"]}
             kind = list(kinds)[i % 3]
             same_subject = {
-                n[0]: 3 for c in cases if c["name"] == case["name"] for n in c["notes"]  # type: ignore[attr-defined]
+                n[0]: 3
+                for c in cases
+                if c["name"] == case["name"]
+                for n in c["notes"]  # type: ignore[attr-defined]
             }
             relevance = same_subject if kind == "name" else every
             queries.append(
