@@ -126,7 +126,9 @@ class TenantVectors:
     matrix: npt.NDArray[np.float32]
     created_ts: npt.NDArray[np.float64]
     coarse: npt.NDArray[np.float32] | None
-    """A contiguous copy of the leading `COARSE_DIMS` columns for large tenants (two-stage search)."""
+    """For large tenants (two-stage search): `matrix @ coarse_basis`, `COARSE_DIMS` columns."""
+    coarse_basis: npt.NDArray[np.float32] | None
+    """The tenant's `COARSE_DIMS` principal directions (columns), so a query projects the same way."""
     case_rows: dict[str, npt.NDArray[np.int64]]
     """Row positions of each case's notes, so a case filter costs a dict lookup."""
     typology_rows: dict[str, npt.NDArray[np.int64]]
@@ -694,6 +696,7 @@ def _load_vectors(generation: int, rows: Sequence[tuple[int, bytes, float, str, 
             np.zeros((0, 0), np.float32),
             np.zeros(0, np.float64),
             None,
+            None,
             {},
             {},
         )
@@ -707,15 +710,32 @@ def _load_vectors(generation: int, rows: Sequence[tuple[int, bytes, float, str, 
         for code in row[4].split("|"):
             if code:
                 typologies.setdefault(code, []).append(position)
+    basis = _principal_directions(matrix) if len(rows) >= COARSE_FROM else None
     return TenantVectors(
         generation=generation,
         rowids=np.fromiter((r[0] for r in rows), np.int64, len(rows)),
         matrix=matrix,
         created_ts=np.fromiter((r[2] for r in rows), np.float64, len(rows)),
-        coarse=np.ascontiguousarray(matrix[:, :COARSE_DIMS]) if len(rows) >= COARSE_FROM else None,
+        coarse=None if basis is None else np.ascontiguousarray(matrix @ basis),
+        coarse_basis=basis,
         case_rows={k: np.asarray(v, dtype=np.int64) for k, v in cases.items()},
         typology_rows={k: np.asarray(v, dtype=np.int64) for k, v in typologies.items()},
     )
+
+
+def _principal_directions(matrix: npt.NDArray[np.float32], sample: int = 8192) -> npt.NDArray[np.float32]:
+    """The `COARSE_DIMS` directions along which the tenant's vectors vary most (a 384 x 64 basis).
+
+    Why: a transformer's dimensions are not ordered by importance (the static table's, made by PCA,
+    are), so the coarse pass projects both notes and query onto the tenant's own leading principal
+    directions; dot products there approximate the full cosine well enough to keep the best
+    `COARSE_KEEP` rows, which are then scored exactly. A fixed stride sample keeps it deterministic.
+    """
+    rows = matrix[:: max(1, len(matrix) // sample)]
+    second_moment = rows.T.astype(np.float64) @ rows.astype(np.float64)
+    _, vectors = np.linalg.eigh(second_moment)
+    basis: npt.NDArray[np.float32] = np.ascontiguousarray(vectors[:, ::-1][:, :COARSE_DIMS], dtype=np.float32)
+    return basis
 
 
 def _note(doc: str, text: str) -> CaseNote:
