@@ -344,9 +344,8 @@ def main() -> None:
     rates: dict[str, float] = {}
     chosen = TUNED_WEIGHTS
     for labelled in (prose_set(), demo_set(args.demo_notes_per_tenant, args.seed)):
-        print(
-            f"\n== {labelled.name}: {sum(map(len, labelled.notes.values()))} notes, {len(labelled.queries)} queries"
-        )
+        count = sum(map(len, labelled.notes.values()))
+        print(f"\n== {labelled.name}: {count} notes, {len(labelled.queries)} queries", flush=True)
         old = prepare(NoteSearch(static), store_for(labelled, static, rates), labelled.queries)
         new = prepare(NoteSearch(model), store_for(labelled, model, rates), labelled.queries)
         if labelled.name == "prose":
