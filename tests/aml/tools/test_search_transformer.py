@@ -63,7 +63,7 @@ def test_paraphrase_identifier_and_isolation_with_the_transformer(tmp_path: Path
 
         assert top("customer splitting cash to avoid the currency transaction report")[0] == "A-1"
         assert top("elderly client exploited by her caregiver")[0] == "A-4"
-        assert top("over-invoicing of imported goods")[0] == "A-3"
+        assert top("goods bought from abroad at inflated prices")[0] == "A-3"
         assert top("ACC-mer-1")[0] == "A-2"
         everything = top("cash deposits below the threshold") + top("cash deposits below the threshold", B)
         assert "B-1" not in everything[:3] and set(everything[3:]) <= {"B-1"}
