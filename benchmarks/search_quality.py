@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from aml_mcp.aml.demo import corpus as demo
 from aml_mcp.aml.evaluation.metrics import ndcg_at_k, recall_at_k, top1_hit
@@ -357,6 +358,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
+    threadpool_limits(limits=1, user_api="blas")  # as `aml-mcp serve` runs (cli.serve.single_threaded_blas)
     static, model = StaticEmbedder.load(), TransformerEmbedder.load()
     report: dict[str, Any] = {"load_average": os.getloadavg()[0]}
     rates: dict[str, float] = {}
