@@ -22,7 +22,8 @@ texts, FTS index and identifiers are real). Wall clock and process CPU time are 
     .venv/bin/python benchmarks/search_quality.py                  # everything (~10 min)
     .venv/bin/python benchmarks/search_quality.py --skip-latency   # quality only
 
-Stores are cached under `benchmarks/results/` (git-ignored). Figures: see docs/search.md.
+Stores are cached under `benchmarks/results/` (git-ignored); the figures are in
+`aml_mcp/aml/search/fusion.py` (quality) and docs/aml-tools.md (latency, ingest, load, install).
 """
 
 from __future__ import annotations
