@@ -157,11 +157,13 @@ def reembed_tenant(
 
     The tenant keeps serving from its old vectors (searched with the old embedder) until the
     new ones replace them all in one transaction; `progress(done, total)` hears each batch.
-    Returns the number of notes re-embedded (0 when the tenant is already in this space).
+    Returns the number of notes re-embedded (0 when the tenant is already in this space);
+    `ValueError` when the tenant's notes changed meanwhile (nothing is switched: run it again).
     """
     notes = store.tenant(tenant)
     if notes.vector_space() in (None, embedder.name):
         return 0
+    generation = notes.generation()
     total = notes.count()
     vectors: list[tuple[int, npt.NDArray[np.float32]]] = []
     for rows in notes.iter_texts(batch=batch):
@@ -169,7 +171,7 @@ def reembed_tenant(
         vectors.extend((rowid, encoded[i]) for i, (rowid, _) in enumerate(rows))
         if progress is not None:
             progress(len(vectors), total)
-    notes.replace_vectors(vectors, space=embedder.name)
+    notes.replace_vectors(vectors, space=embedder.name, generation=generation)
     return len(vectors)
 
 

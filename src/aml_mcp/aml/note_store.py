@@ -465,26 +465,49 @@ class TenantNotes:
             ).fetchone()
         return None if row is None else str(row[0])
 
-    def replace_vectors(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]], *, space: str) -> None:
+    def generation(self) -> int:
+        """A counter every write to this tenant moves (0 before the first write)."""
+        with self._store._reading() as conn:
+            row = conn.execute("SELECT generation FROM tenants WHERE name = ?", (self.tenant,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def replace_vectors(
+        self,
+        vectors: Sequence[tuple[int, npt.NDArray[np.float32]]],
+        *,
+        space: str,
+        generation: int | None = None,
+    ) -> None:
         """Swap every note vector of this tenant for one made in `space`, in one transaction.
 
         `vectors` must cover all of the tenant's notes (row id, vector); used to move a tenant
-        to a rebuilt embedding table, never on a normal start.
+        to another embedder. With `generation` (read before the vectors were computed), refuses
+        when any write happened since: a note re-ingested meanwhile may even reuse its row id.
         """
         with self._store._transaction() as conn:
             tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
             if tenant_id is None:
                 return
+            if generation is not None:
+                now = conn.execute(
+                    "SELECT generation FROM tenants WHERE tenant_id = ?", (tenant_id,)
+                ).fetchone()
+                if int(now[0]) != generation:
+                    raise ValueError("the tenant's notes changed while its vectors were computed")
             total = conn.execute("SELECT count(*) FROM notes WHERE tenant_id = ?", (tenant_id,)).fetchone()
             if int(total[0]) != len(vectors):
                 raise ValueError("replace_vectors needs a vector for every note of the tenant")
-            conn.executemany(
+            updated = conn.executemany(
                 "UPDATE notes SET embedding = ? WHERE rowid = ? AND tenant_id = ?",
                 [
                     (np.ascontiguousarray(v, dtype=np.float16).tobytes(), rowid, tenant_id)
                     for rowid, v in vectors
                 ],
-            )
+            ).rowcount
+            if updated != len(vectors):
+                # A note replaced since its vector was computed has a new row id: switching the
+                # space now would leave it with a vector of the old one.
+                raise ValueError("replace_vectors needs a vector for every note of the tenant")
             conn.execute(
                 "INSERT INTO tenant_vector_spaces (tenant_id, space) VALUES (?, ?) "
                 "ON CONFLICT (tenant_id) DO UPDATE SET space = excluded.space",

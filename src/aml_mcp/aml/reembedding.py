@@ -18,11 +18,13 @@ import time
 import anyio.to_thread
 
 from aml_mcp.aml.ingest import reembed_tenant
-from aml_mcp.aml.note_store import NotesDamagedError, NoteStore
+from aml_mcp.aml.note_store import NotesDamagedError, NoteStore, VectorSpaceMismatchError
 from aml_mcp.aml.search.choice import Embedders
 
 _log = logging.getLogger(__name__)
 _LOG_EVERY_S = 10.0
+_ATTEMPTS = 3
+"""A bank whose notes keep changing under the move is tried this often, then left for `reembed`."""
 
 
 class _Stopped(Exception):
@@ -63,13 +65,21 @@ class BackgroundReembedding:
         for number, tenant in enumerate(tenants, start=1):
             label = f"bank {number} of {len(tenants)} ({tenant})"
             self._status = f"full dense quality pending: re-embedding {label}; lexical search meanwhile"
-            try:
-                await anyio.to_thread.run_sync(self._move, tenant, label)
-            except _Stopped:
-                _log.info("re-embedding stopped at shutdown; %s resumes on the next start", tenant)
-                return
-            except NotesDamagedError:
-                return
+            for attempt in range(1, _ATTEMPTS + 1):
+                try:
+                    await anyio.to_thread.run_sync(self._move, tenant, label)
+                    break
+                except _Stopped:
+                    _log.info("re-embedding stopped at shutdown; %s resumes on the next start", tenant)
+                    return
+                except NotesDamagedError:
+                    return
+                except (ValueError, VectorSpaceMismatchError) as exc:
+                    # Notes were ingested or replaced while the bank was being embedded: start over.
+                    _log.info("re-embedding %s again (attempt %d): %s", tenant, attempt + 1, exc)
+                except Exception:
+                    _log.exception("re-embedding %s failed; it stays in its current space", tenant)
+                    break
         if tenants:
             _log.info(
                 "re-embedding done: %d bank(s) in %.0f s; full dense quality reached",
