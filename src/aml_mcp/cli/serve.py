@@ -35,7 +35,7 @@ from aml_mcp.devauth.users import DEMO_USERS
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, dev_issuer
 from aml_mcp.http.protocol import uvicorn_options
 
-TRANSFORMER_NOTES_PER_S = 20
+TRANSFORMER_NOTES_PER_S = 12
 """Measured transformer ingest rate on 2 shared cores (benchmarks/search_quality.py): for the estimate."""
 
 
