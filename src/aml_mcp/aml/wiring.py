@@ -70,6 +70,7 @@ class Aml:
                     for mover in self._reembedding:
                         mover.stop()
         finally:
+            self.service.close()
             self.store.close()
 
     def search_progress(self) -> str | None:

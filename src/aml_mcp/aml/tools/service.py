@@ -12,6 +12,7 @@ a request's path.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import anyio.to_thread
@@ -25,6 +26,10 @@ from aml_mcp.aml.search.embeddings import Embedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchHit, SearchRequest
 
 R = TypeVar("R")
+
+
+QUERY_EMBEDDING_THREADS = 2
+"""One per core of the target machine: more would only queue inside onnxruntime's CPU time."""
 
 
 class AmlService:
@@ -44,6 +49,7 @@ class AmlService:
         self._load_embedder = load_embedder
         self._searcher: NoteSearch | None = None
         self._embedders: Embedders | None = None
+        self._query_embedding: ThreadPoolExecutor | None = None
         self.evaluator = evaluator(self.searcher)
 
     async def start(self) -> None:
@@ -51,7 +57,14 @@ class AmlService:
         if self._searcher is None:
             embedders = await anyio.to_thread.run_sync(self._load_embedder)
             self._embedders = embedders if isinstance(embedders, Embedders) else Embedders(embedders)
-            self._searcher = NoteSearch(self._embedders)
+            # Queries are embedded here while the search's own thread reads the full-text index.
+            self._query_embedding = ThreadPoolExecutor(QUERY_EMBEDDING_THREADS, "query-embedding")
+            self._searcher = NoteSearch(self._embedders, overlap=self._query_embedding)
+
+    def close(self) -> None:
+        """Stop the query-embedding threads (searches still running finish first)."""
+        if self._query_embedding is not None:
+            self._query_embedding.shutdown(wait=True)
 
     def embedders(self) -> Embedders:
         """The embedders loaded by `start` (new vectors are made by `primary`)."""
