@@ -597,6 +597,30 @@ class TenantNotes:
             rows = conn.execute(sql, args).fetchall()
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows]
 
+    def matching(self, match: str, where: NoteFilter, limit: int) -> list[int]:
+        """Row ids of up to `limit` notes matching an FTS5 `match` expression, after `where`, unranked.
+
+        Why unranked: a caller that only needs to know which notes match (the all-terms lift)
+        would pay for BM25 on every match; without `ORDER BY` FTS5 stops at `limit`.
+        """
+        with self._store._reading() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return []
+            fts = _fts_table(tenant_id)
+            extra, params = where.sql()
+            if extra:
+                sql = (
+                    f"SELECT f.rowid FROM {fts} f JOIN notes n ON n.rowid = f.rowid "  # noqa: S608
+                    f"WHERE {fts} MATCH ? AND +n.tenant_id = ?{extra} LIMIT ?"
+                )
+                args: list[object] = [match, tenant_id, *params, limit]
+            else:
+                sql = f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? LIMIT ?"  # noqa: S608
+                args = [match, limit]
+            rows = conn.execute(sql, args).fetchall()
+        return [int(r[0]) for r in rows]
+
     def identifier_matches(self, values: Sequence[str], where: NoteFilter) -> dict[int, list[str]]:
         """Notes with an identifier (normalised) in `values`: rowid -> the kinds:values matched."""
         if not values:

@@ -48,6 +48,10 @@ def test_candidates_name_the_notes_holding_every_word(store: NoteStore, embedder
     # Stemmed as the index is: "deposits" and "deposit" are one word.
     found = search.candidates(view, SearchRequest(query="cash deposit"), SearchMode.HYBRID)
     assert sorted(n.note_id for n in view.get(sorted(found.all_terms)).values()) == ["N-1", "N-3"]
+    # Filters apply to it as to every other list.
+    request = SearchRequest(query="cash deposit", date_to="2024-01-01")
+    found = search.candidates(view, request, SearchMode.HYBRID)
+    assert sorted(n.note_id for n in view.get(sorted(found.all_terms)).values()) == ["N-1"]
     # Other modes do not compute it.
     found = search.candidates(view, SearchRequest(query="cash deposit"), SearchMode.LEXICAL)
     assert found.all_terms == frozenset()

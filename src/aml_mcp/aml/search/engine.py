@@ -242,7 +242,7 @@ class NoteSearch:
             exact = notes.identifier_matches(identifier_candidates(request.query), where)
             every = all_terms_expression(notes, terms)
             if every is not None:
-                all_terms = frozenset(h.rowid for h in notes.lexical(every, where, CANDIDATES))
+                all_terms = frozenset(notes.matching(every, where, CANDIDATES))
         dense = dense_later(where) if dense_later is not None else {}
         return Candidates(lexical, dense, exact, all_terms)
 
