@@ -393,7 +393,7 @@ def main() -> None:
     for labelled in sets:
         count = sum(map(len, labelled.notes.values()))
         print(f"\n== {labelled.name}: {count} notes, {len(labelled.queries)} queries", flush=True)
-        old = prepare(NoteSearch(static), store_for(labelled, static, rates), labelled.queries)
+        old = prepare(NoteSearch(static, feedback=None), store_for(labelled, static, rates), labelled.queries)
         new = prepare(NoteSearch(model), store_for(labelled, model, rates), labelled.queries)
         prepared[labelled.name] = (old, new)
     chosen = tune([p for _, new in prepared.values() for p in new])

@@ -35,7 +35,7 @@ from aml_mcp.aml.note_store import (
 )
 from aml_mcp.aml.notes import CaseNote, Subject, normalise_identifier, normalise_name, normalise_typology
 from aml_mcp.aml.search.choice import Embedders
-from aml_mcp.aml.search.dense import nearest
+from aml_mcp.aml.search.dense import FEEDBACK, Feedback, nearest_with_feedback
 from aml_mcp.aml.search.embeddings import Embedder
 from aml_mcp.aml.search.fusion import TUNED_WEIGHTS, FusionWeights, fuse
 from aml_mcp.aml.search.identifiers import identifier_candidates
@@ -205,10 +205,12 @@ class NoteSearch:
         embedders: Embedder | Embedders,
         weights: FusionWeights = TUNED_WEIGHTS,
         overlap: Executor | None = None,
+        feedback: Feedback | None = FEEDBACK,
     ) -> None:
         self._embedders = embedders if isinstance(embedders, Embedders) else Embedders(embedders)
         self._weights = weights
         self._overlap = overlap
+        self._feedback = feedback if feedback is not None else Feedback(notes=0, weight=0.0)
 
     def search(
         self, notes: TenantNotes, request: SearchRequest, mode: SearchMode = SearchMode.HYBRID
@@ -285,9 +287,9 @@ class NoteSearch:
             return None
         if self._overlap is None:
             q = embedder.encode([query])[0]
-            return lambda where: _nearest(vectors, q, where)
+            return lambda where: _nearest(vectors, q, where, self._feedback)
         pending = self._overlap.submit(embedder.encode, [query])
-        return lambda where: _nearest(vectors, pending.result()[0], where)
+        return lambda where: _nearest(vectors, pending.result()[0], where, self._feedback)
 
     # -- rendering --------------------------------------------------------------------------
 
@@ -317,10 +319,12 @@ class NoteSearch:
         return hits
 
 
-def _nearest(vectors: TenantVectors, q: npt.NDArray[np.float32], where: NoteFilter) -> dict[int, float]:
+def _nearest(
+    vectors: TenantVectors, q: npt.NDArray[np.float32], where: NoteFilter, feedback: Feedback
+) -> dict[int, float]:
     if not q.any():
         return {}
-    return nearest(vectors, q, where.mask(vectors), CANDIDATES)
+    return nearest_with_feedback(vectors, q, where.mask(vectors), CANDIDATES, feedback)
 
 
 def _named_subjects(note: CaseNote, matched: tuple[str, ...], spoken: str) -> list[tuple[Subject, bool]]:
