@@ -193,11 +193,12 @@ class NoteSearch:
     """Hybrid search; holds only its dependencies (the embedders, the fusion weights, and where a
     query is embedded while the full-text index is read).
 
-    Why `overlap`: the query's transformer embedding (~5-8 ms of one core) and the FTS5 and
-    identifier lookups (1-10 ms, growing with the bank) do not depend on each other, and both
-    onnxruntime and SQLite release the GIL. Embedding on `overlap` while this thread reads the
-    index makes a search cost about the longer of the two instead of their sum; the CPU time is
-    the same. Without an executor the two run one after the other.
+    Why `overlap`: the dense list (the query's transformer embedding, ~5-8 ms of one core, then
+    the products over the tenant's vectors) and the FTS5 and identifier lookups (1-10 ms, growing
+    with the bank) do not depend on each other, and onnxruntime, numpy and SQLite release the GIL.
+    Computing the dense list on `overlap` while this thread reads the index makes a search cost
+    about the longer of the two instead of their sum on an idle machine; the CPU time is the same.
+    Without an executor the two run one after the other.
     """
 
     def __init__(
@@ -231,7 +232,9 @@ class NoteSearch:
     def candidates(self, notes: TenantNotes, request: SearchRequest, mode: SearchMode) -> Candidates:
         """Lexical, dense and exact-identifier candidates of `request` within `notes`."""
         where = request.note_filter()
-        dense_later = self._start_dense(notes, request.query) if mode is not SearchMode.LEXICAL else None
+        dense_later = (
+            self._start_dense(notes, request.query, where) if mode is not SearchMode.LEXICAL else None
+        )
         lexical: dict[int, float] = {}
         exact: dict[int, list[str]] = {}
         all_terms: frozenset[int] = frozenset()
@@ -245,7 +248,7 @@ class NoteSearch:
             every = all_terms_expression(notes, terms)
             if every is not None:
                 all_terms = frozenset(notes.matching(every, where, CANDIDATES))
-        dense = dense_later(where) if dense_later is not None else {}
+        dense = dense_later() if dense_later is not None else {}
         return Candidates(lexical, dense, exact, all_terms)
 
     def order(
@@ -269,9 +272,11 @@ class NoteSearch:
             for rowid, score in self.order(found, request.top_k, mode)
         ]
 
-    def _start_dense(self, notes: TenantNotes, query: str) -> Callable[[NoteFilter], dict[int, float]] | None:
-        """Start embedding `query` (on `overlap` if given); returns what finishes the dense list,
-        or None when the tenant has no vectors searchable in a loaded embedder's space."""
+    def _start_dense(
+        self, notes: TenantNotes, query: str, where: NoteFilter
+    ) -> Callable[[], dict[int, float]] | None:
+        """Start the dense list (embedding and nearest notes; on `overlap` if given); returns what
+        waits for it, or None when the tenant has no vectors searchable in a loaded embedder's space."""
         space = notes.vector_space()
         embedder = self._embedders.for_space(space)
         if embedder is None:
@@ -285,11 +290,14 @@ class NoteSearch:
         vectors = notes.vectors()
         if vectors is None or len(vectors.rowids) == 0:
             return None
+
+        def dense() -> dict[int, float]:
+            return _nearest(vectors, embedder.encode([query])[0], where, self._feedback)
+
         if self._overlap is None:
-            q = embedder.encode([query])[0]
-            return lambda where: _nearest(vectors, q, where, self._feedback)
-        pending = self._overlap.submit(embedder.encode, [query])
-        return lambda where: _nearest(vectors, pending.result()[0], where, self._feedback)
+            found = dense()
+            return lambda: found
+        return self._overlap.submit(dense).result
 
     # -- rendering --------------------------------------------------------------------------
 
