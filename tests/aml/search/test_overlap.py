@@ -42,7 +42,7 @@ def test_overlapped_search_equals_sequential(
     queries = [q for q in demo_corpus.queries if q.tenant == TENANTS[0].name][:25]
     assert queries
     with ThreadPoolExecutor(2, "query-embedding") as pool:
-        overlapped = NoteSearch(recorder, overlap=pool)
+        overlapped = NoteSearch(recorder, overlap=pool, overlap_from=0)
         sequential = NoteSearch(embedder)
         view = demo_store.tenant(TENANTS[0].name)
         for q in queries:
@@ -50,3 +50,11 @@ def test_overlapped_search_equals_sequential(
                 request = SearchRequest(query=q.text, top_k=10)
                 assert overlapped.search(view, request, mode) == sequential.search(view, request, mode)
     assert recorder.threads and all(name.startswith("query-embedding") for name in recorder.threads)
+
+
+def test_small_banks_stay_on_the_calling_thread(demo_store: NoteStore, embedder: StaticEmbedder) -> None:
+    recorder = _ThreadRecorder(embedder)
+    with ThreadPoolExecutor(2, "query-embedding") as pool:
+        search = NoteSearch(recorder, overlap=pool)  # the default threshold is far above 240 notes
+        assert search.search(demo_store.tenant(TENANTS[0].name), SearchRequest(query="cash deposits"))
+    assert recorder.threads == [threading.current_thread().name]
