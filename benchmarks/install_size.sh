@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install size of the default environment: a fresh venv, `pip install .`, then du.
 #
-# Why: the default install must stay small and must not pull in torch (the dense search uses a
-# static table shipped inside aml_mcp, read with numpy). Not run by CI; about a minute.
+# Why: the default install must stay small and must not pull in torch (the dense half is
+# all-MiniLM-L6-v2 as an int8 ONNX file on onnxruntime, with the static table inside aml_mcp as
+# the fallback). Not run by CI; about a minute.
 #
 #   bash benchmarks/install_size.sh            # installs the repository root
 #   bash benchmarks/install_size.sh /path/src  # or another checkout
@@ -27,11 +28,11 @@ echo "largest distributions:"
 du -s "$SITE"/* 2>/dev/null | sort -rn | head -12 | awk '{printf "  %7.1f MB  %s\n", $1/1024, $2}' | sed "s|$SITE/||"
 echo "aml_mcp package: $(du -sh "$SITE/aml_mcp" | cut -f1)" \
      "(static embedding table: $(du -sh "$SITE/aml_mcp/aml/search/embedding_table/minilm_l6_static.npz" | cut -f1))"
-heavy="$("$WORK/venv/bin/pip" list --format=freeze | grep -iE '^(torch|transformers|onnxruntime|tensorflow|jax)==' || true)"
+heavy="$("$WORK/venv/bin/pip" list --format=freeze | grep -iE '^(torch|transformers|tokenizers|sentence-transformers|tensorflow|jax)==' || true)"
 if [ -n "$heavy" ]; then
   echo "HEAVY ML PACKAGES PRESENT:"; echo "$heavy"; exit 1
 fi
-echo "no torch / transformers / onnxruntime in the default install"
+echo "no torch / transformers / tokenizers in the default install"
 HF_HUB_OFFLINE=1 "$WORK/venv/bin/python" - <<'PY'
 import sys
 import time
@@ -42,4 +43,14 @@ from aml_mcp.aml.search.embeddings import StaticEmbedder
 embedder = StaticEmbedder.load()
 took = time.perf_counter() - started
 print(f"embedder {embedder.name} loads in {took:.2f}s; torch imported: {'torch' in sys.modules}")
+try:
+    from aml_mcp.aml.search.transformer import TransformerEmbedder
+except ImportError:
+    print("no transformer dense half in this version")
+else:
+    started = time.perf_counter()
+    model = TransformerEmbedder.load()
+    model.encode(["warm"])
+    took = time.perf_counter() - started
+    print(f"embedder {model.name} loads in {took:.2f}s; torch imported: {'torch' in sys.modules}")
 PY

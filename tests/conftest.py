@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import httpx
@@ -13,6 +14,17 @@ from tests.support.asgi import InProcessServer
 from tests.support.live_server import LiveServer
 from tests.support.oauth import TestIssuer
 from tests.support.settings import open_settings
+
+
+@pytest.fixture(scope="session", autouse=True)
+def static_dense_half() -> Iterator[None]:
+    """Servers built by tests embed with the static table unless a test asks for the transformer
+    (`aml={"embedder": "minilm"}`): it loads in milliseconds and embeds thousands of notes a
+    second, so tests that do not care about ranking quality stay fast. Child server processes
+    inherit it. The transformer's own tests and a few end-to-end ones set it explicitly."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AML_MCP_AML__EMBEDDER", os.environ.get("AML_MCP_AML__EMBEDDER", "static"))
+        yield
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ the links between the README and the docs pages must lead somewhere.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import re
@@ -135,6 +136,8 @@ def _sample(env_name: str, info: FieldInfo) -> str:
         return str(default + 1)
     if typing.get_origin(annotation) is list:
         return '["sample-value"]'
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return str(next(m.value for m in annotation if m != default))
     return "sample-value"
 
 

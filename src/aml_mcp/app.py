@@ -119,12 +119,14 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
     if shared is not None:
         probes.append(("shared-store", shared.ping))
+    details: list[tuple[str, Callable[[], str | None]]] = []
 
     if catalog is None:
         aml = build_aml(settings.aml, data_dir=data_dir, database=database)
         catalog = aml.catalog
         components.append(aml)
         probes.append(("notes", _reporting(aml.notes_problem)))
+        details.append(("search", aml.search_progress))
     tools = catalog.tools
     configured = settings.auth.scope_hierarchy
     hierarchy = ScopeHierarchy(configured if configured is not None else catalog.scope_hierarchy)
@@ -284,7 +286,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint),
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz(probes), methods=["GET"]),
+        Route("/readyz", readyz(probes, details), methods=["GET"]),
     ]
     routes += [route for component in components for route in component.routes]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

@@ -12,8 +12,10 @@ import pytest
 
 from aml_mcp.aml.ingest import ingest_file, run_ingest
 from aml_mcp.aml.note_store import NoteFilter, NoteStore
+from aml_mcp.aml.search.choice import EmbedderKind
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchRequest
+from aml_mcp.aml.search.transformer import SPACE_NAME
 
 
 def _row(note_id: str, **extra: Any) -> dict[str, Any]:
@@ -149,7 +151,8 @@ def test_reembed_command_moves_stale_vectors_to_the_shipped_table(
     from aml_mcp.cli import main as cli_main
 
     data_dir = tmp_path / "data"
-    assert run_ingest(_write(tmp_path / "ok.jsonl", [json.dumps(_row("n1"))]), "bank-a", data_dir) == 0
+    ok = _write(tmp_path / "ok.jsonl", [json.dumps(_row("n1"))])
+    assert run_ingest(ok, "bank-a", data_dir, embedder=EmbedderKind.STATIC) == 0
     with NoteStore.open(data_dir) as store:
         notes = store.tenant("bank-a")
         current = notes.vector_space()
@@ -163,3 +166,26 @@ def test_reembed_command_moves_stale_vectors_to_the_shipped_table(
         assert store.tenant("bank-a").vector_space() == current
     assert cli_main(["reembed", "--data-dir", str(data_dir), "--tenant", "bank-a"]) == 0
     assert "bank-a: already current" in capsys.readouterr().out
+
+
+def test_reembed_command_moves_a_static_bank_to_the_transformer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upgrade path: notes embedded with the static table, then `aml.embedder = minilm`."""
+    from aml_mcp.cli import main as cli_main
+
+    data_dir = tmp_path / "data"
+    rows = [json.dumps(_row(f"n{i}")) for i in range(3)]
+    assert (
+        run_ingest(_write(tmp_path / "ok.jsonl", rows), "bank-a", data_dir, embedder=EmbedderKind.STATIC) == 0
+    )
+    monkeypatch.setenv("AML_MCP_AML__EMBEDDER", "minilm")
+    assert cli_main(["reembed", "--data-dir", str(data_dir)]) == 0
+    assert "bank-a: 3 note(s) re-embedded" in capsys.readouterr().out
+    with NoteStore.open(data_dir) as store:
+        notes = store.tenant("bank-a")
+        assert notes.vector_space() == SPACE_NAME
+        vectors = notes.vectors()
+        assert vectors is not None and vectors.matrix.shape == (3, 384)
+    more = _write(tmp_path / "more.jsonl", [json.dumps(_row("n9"))])
+    assert run_ingest(more, "bank-a", data_dir) == 0, "a transformer bank takes transformer ingests"

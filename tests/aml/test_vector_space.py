@@ -76,3 +76,22 @@ def test_replace_vectors_needs_every_note(store: NoteStore, embedder: StaticEmbe
     with pytest.raises(ValueError, match="every note"):
         store.tenant("bank-a").replace_vectors([(1, np.zeros(embedder.dims, np.float32))], space="x")
     assert store.tenant("bank-a").vector_space() == embedder.name
+
+
+def test_replace_vectors_refuses_when_a_note_was_replaced_meanwhile(
+    store: NoteStore, embedder: StaticEmbedder, tmp_path: Path
+) -> None:
+    """A move computed before a note was re-ingested (new row id, same count) must not switch the
+    space: that note would keep a vector of the old one."""
+    for i in range(2):
+        assert ingest_file(_file(tmp_path, f"n{i}", f"note {i}"), "bank-a", store, embedder).ok
+    tenant = store.tenant("bank-a")
+    generation = tenant.generation()
+    stale = [rowid for batch in tenant.iter_texts() for rowid, _ in batch]
+    assert ingest_file(_file(tmp_path, "n1", "note 1, amended"), "bank-a", store, embedder).ok
+    assert [rowid for batch in tenant.iter_texts() for rowid, _ in batch] == stale, "row id reused"
+    with pytest.raises(ValueError, match="changed"):
+        tenant.replace_vectors(
+            [(r, np.zeros(embedder.dims, np.float32)) for r in stale], space="x", generation=generation
+        )
+    assert tenant.vector_space() == embedder.name

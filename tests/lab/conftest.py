@@ -36,7 +36,9 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredServ
     """`aml-mcp serve`'s app with its defaults that matter here: the AML tools, the development
     authorization server and so the lab, on a real socket (the browser is a real client)."""
     data_dir = tmp_path_factory.mktemp("lab-browser")
-    aml = AmlSettings(demo_notes_per_tenant=NOTES_PER_BANK)
+    aml = AmlSettings(
+        demo_notes_per_tenant=NOTES_PER_BANK, embedder="static"
+    )  # search quality is not the point here
     load_demo_if_empty(aml, data_dir)
     tasks = TaskSettings(poll_interval_ms=200, heartbeat_ms=200, lease_ms=2000, claim_interval_ms=500)
     with secured_server(data_dir, None, dev=True, aml=aml, tasks=tasks, real_socket=True) as server:  # type: ignore[arg-type]

@@ -237,7 +237,7 @@ def issuer() -> Iterator[TestIssuer]:
 @pytest.fixture(scope="module")
 def world(issuer: TestIssuer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     data_dir = tmp_path_factory.mktemp("fuzz")
-    aml = AmlSettings(demo_notes_per_tenant=40)
+    aml = AmlSettings(embedder="static", demo_notes_per_tenant=40)
     load_demo_if_empty(aml, data_dir)
     problems = _Problems()
     logging.getLogger().addHandler(problems)

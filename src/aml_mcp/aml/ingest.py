@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -21,7 +21,8 @@ from pydantic import ValidationError
 
 from aml_mcp.aml.note_store import NoteStore, VectorSpaceMismatchError
 from aml_mcp.aml.notes import CaseNote, InvalidTenantError, validate_tenant
-from aml_mcp.aml.search.embeddings import Embedder, StaticEmbedder
+from aml_mcp.aml.search.choice import EmbedderKind, Embedders, load_embedders
+from aml_mcp.aml.search.embeddings import Embedder
 
 MAX_FILE_BYTES = 2 * 1024**3
 """A sanity bound: larger exports should be split by the bank (ingest holds a file in memory)."""
@@ -127,34 +128,54 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[CaseNote], list[RowError], i
 
 
 def write_notes(
-    store: NoteStore, tenant: str, notes: Sequence[CaseNote], embedder: Embedder
+    store: NoteStore, tenant: str, notes: Sequence[CaseNote], embedder: Embedder | Embedders
 ) -> tuple[int, int]:
-    """Embed and store validated notes in one transaction; returns (inserted, replaced)."""
+    """Embed validated notes, then store them in one transaction; returns (inserted, replaced).
+
+    The embedding runs before the transaction (the transformer takes seconds per hundred notes;
+    the write lock is held only for the inserts). A tenant still in an older vector space that
+    `embedder` can embed (the static table while it waits for `reembed`) gets vectors in that
+    space, so an ingest never fails for want of a migration.
+    """
     if not notes:
         return 0, 0
+    if isinstance(embedder, Embedders):
+        embedder = embedder.for_space(store.tenant(tenant).vector_space()) or embedder.primary
     vectors = embedder.encode([n.text for n in notes])
     replaced = store.tenant(tenant).replace_notes(notes, vectors, space=embedder.name)
     return len(notes) - replaced, replaced
 
 
-def reembed_tenant(store: NoteStore, tenant: str, embedder: Embedder) -> int:
-    """Recompute every note vector of `tenant` with `embedder` (after the embedding table changed).
+def reembed_tenant(
+    store: NoteStore,
+    tenant: str,
+    embedder: Embedder,
+    progress: Callable[[int, int], None] | None = None,
+    batch: int = 64,
+) -> int:
+    """Recompute every note vector of `tenant` with `embedder` (after the dense half changed).
 
-    A migration step for the operator or an upgrade hook, never part of a normal start; returns
-    the number of notes re-embedded (0 when the tenant is already in this embedder's space).
+    The tenant keeps serving from its old vectors (searched with the old embedder) until the
+    new ones replace them all in one transaction; `progress(done, total)` hears each batch.
+    Returns the number of notes re-embedded (0 when the tenant is already in this space);
+    `ValueError` when the tenant's notes changed meanwhile (nothing is switched: run it again).
     """
     notes = store.tenant(tenant)
     if notes.vector_space() in (None, embedder.name):
         return 0
+    generation = notes.generation()
+    total = notes.count()
     vectors: list[tuple[int, npt.NDArray[np.float32]]] = []
-    for batch in notes.iter_texts():
-        encoded = embedder.encode([text for _, text in batch])
-        vectors.extend((rowid, encoded[i]) for i, (rowid, _) in enumerate(batch))
-    notes.replace_vectors(vectors, space=embedder.name)
+    for rows in notes.iter_texts(batch=batch):
+        encoded = embedder.encode([text for _, text in rows])
+        vectors.extend((rowid, encoded[i]) for i, (rowid, _) in enumerate(rows))
+        if progress is not None:
+            progress(len(vectors), total)
+    notes.replace_vectors(vectors, space=embedder.name, generation=generation)
     return len(vectors)
 
 
-def ingest_file(path: Path, tenant: str, store: NoteStore, embedder: Embedder) -> IngestReport:
+def ingest_file(path: Path, tenant: str, store: NoteStore, embedder: Embedder | Embedders) -> IngestReport:
     """Validate `path` (JSONL) and, only if every row is valid, store all its notes for `tenant`."""
     report = IngestReport(path=str(path), tenant=tenant)
     try:
@@ -187,7 +208,13 @@ def ingest_file(path: Path, tenant: str, store: NoteStore, embedder: Embedder) -
     return report
 
 
-def run_ingest(path: Path, tenant: str, data_dir: Path, out: TextIO | None = None) -> int:
+def run_ingest(
+    path: Path,
+    tenant: str,
+    data_dir: Path,
+    out: TextIO | None = None,
+    embedder: EmbedderKind = EmbedderKind.MINILM,
+) -> int:
     """What `aml-mcp ingest FILE --tenant T [--data-dir D]` runs: prints the report, returns the exit code.
 
     Exit codes: 0 ingested, 1 nothing ingested (bad rows or unreadable file).
@@ -198,8 +225,8 @@ def run_ingest(path: Path, tenant: str, data_dir: Path, out: TextIO | None = Non
     except InvalidTenantError as exc:
         print(f"{path}: not ingested: {exc}", file=stream)
         return 1
-    embedder = StaticEmbedder.load()
+    embedders = load_embedders(embedder)
     with NoteStore.open(data_dir) as store:
-        report = ingest_file(path, tenant, store, embedder)
+        report = ingest_file(path, tenant, store, embedders)
     print(report.render(), file=stream)
     return 0 if report.ok else 1

@@ -126,7 +126,9 @@ class TenantVectors:
     matrix: npt.NDArray[np.float32]
     created_ts: npt.NDArray[np.float64]
     coarse: npt.NDArray[np.float32] | None
-    """A contiguous copy of the leading `COARSE_DIMS` columns for large tenants (two-stage search)."""
+    """For large tenants (two-stage search): `matrix @ coarse_basis`, `COARSE_DIMS` columns."""
+    coarse_basis: npt.NDArray[np.float32] | None
+    """The tenant's `COARSE_DIMS` principal directions (columns), so a query projects the same way."""
     case_rows: dict[str, npt.NDArray[np.int64]]
     """Row positions of each case's notes, so a case filter costs a dict lookup."""
     typology_rows: dict[str, npt.NDArray[np.int64]]
@@ -463,26 +465,49 @@ class TenantNotes:
             ).fetchone()
         return None if row is None else str(row[0])
 
-    def replace_vectors(self, vectors: Sequence[tuple[int, npt.NDArray[np.float32]]], *, space: str) -> None:
+    def generation(self) -> int:
+        """A counter every write to this tenant moves (0 before the first write)."""
+        with self._store._reading() as conn:
+            row = conn.execute("SELECT generation FROM tenants WHERE name = ?", (self.tenant,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def replace_vectors(
+        self,
+        vectors: Sequence[tuple[int, npt.NDArray[np.float32]]],
+        *,
+        space: str,
+        generation: int | None = None,
+    ) -> None:
         """Swap every note vector of this tenant for one made in `space`, in one transaction.
 
         `vectors` must cover all of the tenant's notes (row id, vector); used to move a tenant
-        to a rebuilt embedding table, never on a normal start.
+        to another embedder. With `generation` (read before the vectors were computed), refuses
+        when any write happened since: a note re-ingested meanwhile may even reuse its row id.
         """
         with self._store._transaction() as conn:
             tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
             if tenant_id is None:
                 return
+            if generation is not None:
+                now = conn.execute(
+                    "SELECT generation FROM tenants WHERE tenant_id = ?", (tenant_id,)
+                ).fetchone()
+                if int(now[0]) != generation:
+                    raise ValueError("the tenant's notes changed while its vectors were computed")
             total = conn.execute("SELECT count(*) FROM notes WHERE tenant_id = ?", (tenant_id,)).fetchone()
             if int(total[0]) != len(vectors):
                 raise ValueError("replace_vectors needs a vector for every note of the tenant")
-            conn.executemany(
+            updated = conn.executemany(
                 "UPDATE notes SET embedding = ? WHERE rowid = ? AND tenant_id = ?",
                 [
                     (np.ascontiguousarray(v, dtype=np.float16).tobytes(), rowid, tenant_id)
                     for rowid, v in vectors
                 ],
-            )
+            ).rowcount
+            if updated != len(vectors):
+                # A note replaced since its vector was computed has a new row id: switching the
+                # space now would leave it with a vector of the old one.
+                raise ValueError("replace_vectors needs a vector for every note of the tenant")
             conn.execute(
                 "INSERT INTO tenant_vector_spaces (tenant_id, space) VALUES (?, ?) "
                 "ON CONFLICT (tenant_id) DO UPDATE SET space = excluded.space",
@@ -571,6 +596,30 @@ class TenantNotes:
                 args = [match, limit]
             rows = conn.execute(sql, args).fetchall()
         return [LexicalHit(int(r[0]), float(r[1])) for r in rows]
+
+    def matching(self, match: str, where: NoteFilter, limit: int) -> list[int]:
+        """Row ids of up to `limit` notes matching an FTS5 `match` expression, after `where`, unranked.
+
+        Why unranked: a caller that only needs to know which notes match (the all-terms lift)
+        would pay for BM25 on every match; without `ORDER BY` FTS5 stops at `limit`.
+        """
+        with self._store._reading() as conn:
+            tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
+            if tenant_id is None:
+                return []
+            fts = _fts_table(tenant_id)
+            extra, params = where.sql()
+            if extra:
+                sql = (
+                    f"SELECT f.rowid FROM {fts} f JOIN notes n ON n.rowid = f.rowid "  # noqa: S608
+                    f"WHERE {fts} MATCH ? AND +n.tenant_id = ?{extra} LIMIT ?"
+                )
+                args: list[object] = [match, tenant_id, *params, limit]
+            else:
+                sql = f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? LIMIT ?"  # noqa: S608
+                args = [match, limit]
+            rows = conn.execute(sql, args).fetchall()
+        return [int(r[0]) for r in rows]
 
     def identifier_matches(self, values: Sequence[str], where: NoteFilter) -> dict[int, list[str]]:
         """Notes with an identifier (normalised) in `values`: rowid -> the kinds:values matched."""
@@ -694,6 +743,7 @@ def _load_vectors(generation: int, rows: Sequence[tuple[int, bytes, float, str, 
             np.zeros((0, 0), np.float32),
             np.zeros(0, np.float64),
             None,
+            None,
             {},
             {},
         )
@@ -707,15 +757,32 @@ def _load_vectors(generation: int, rows: Sequence[tuple[int, bytes, float, str, 
         for code in row[4].split("|"):
             if code:
                 typologies.setdefault(code, []).append(position)
+    basis = _principal_directions(matrix) if len(rows) >= COARSE_FROM else None
     return TenantVectors(
         generation=generation,
         rowids=np.fromiter((r[0] for r in rows), np.int64, len(rows)),
         matrix=matrix,
         created_ts=np.fromiter((r[2] for r in rows), np.float64, len(rows)),
-        coarse=np.ascontiguousarray(matrix[:, :COARSE_DIMS]) if len(rows) >= COARSE_FROM else None,
+        coarse=None if basis is None else np.ascontiguousarray(matrix @ basis),
+        coarse_basis=basis,
         case_rows={k: np.asarray(v, dtype=np.int64) for k, v in cases.items()},
         typology_rows={k: np.asarray(v, dtype=np.int64) for k, v in typologies.items()},
     )
+
+
+def _principal_directions(matrix: npt.NDArray[np.float32], sample: int = 8192) -> npt.NDArray[np.float32]:
+    """The `COARSE_DIMS` directions along which the tenant's vectors vary most (a 384 x 64 basis).
+
+    Why: a transformer's dimensions are not ordered by importance (the static table's, made by PCA,
+    are), so the coarse pass projects both notes and query onto the tenant's own leading principal
+    directions; dot products there approximate the full cosine well enough to keep the best
+    `COARSE_KEEP` rows, which are then scored exactly. A fixed stride sample keeps it deterministic.
+    """
+    rows = matrix[:: max(1, len(matrix) // sample)]
+    second_moment = rows.T.astype(np.float64) @ rows.astype(np.float64)
+    _, vectors = np.linalg.eigh(second_moment)
+    basis: npt.NDArray[np.float32] = np.ascontiguousarray(vectors[:, ::-1][:, :COARSE_DIMS], dtype=np.float32)
+    return basis
 
 
 def _note(doc: str, text: str) -> CaseNote:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from aml_mcp.aml.demo.corpus import DEFAULT_NOTES_PER_TENANT, DEFAULT_SEED, MAX_NOTES_PER_TENANT
 from aml_mcp.aml.notes import normalise_typology
+from aml_mcp.aml.search.choice import EmbedderKind
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -29,6 +30,16 @@ class AmlSettings(BaseModel):
     """Seed of the synthetic demo corpus: the same seed and size always give the same notes.
     `run_full_eval` regenerates its labelled queries from it, so a seed changed after the demo was
     loaded leaves the demo banks without retrieval figures."""
+    embedder: EmbedderKind = EmbedderKind.MINILM
+    """The dense half of search: `minilm` (all-MiniLM-L6-v2 int8 on onnxruntime, ~15-30 notes/s at
+    ingest on 2 cores; the static table when onnxruntime is not installed) or `static` (the static
+    token table: thousands of notes/s, lower quality). Vectors already stored in the other space
+    stay searchable until `aml-mcp reembed` moves them."""
+    reembed_in_background: bool = True
+    """Move banks whose stored vectors another embedder made (the demo corpus, written with the static
+    table so a first start is ready in seconds; a store from before an upgrade) to `embedder` in the
+    background after start-up, one bank at a time; `/readyz` shows the progress. Off: run
+    `aml-mcp reembed` yourself."""
     search_default_top_k: int = Field(default=10, ge=1, le=50)
     """`top_k` of `search_aml_notes` when the call gives none (its input schema advertises it)."""
     search_concurrency_per_tenant: int = Field(default=1, ge=1, le=64)

@@ -21,11 +21,12 @@ from aml_mcp.aml.evaluation.baselines import COMPONENT, MIGRATIONS, BaselineStor
 from aml_mcp.aml.evaluation.labels import DemoLabels
 from aml_mcp.aml.evaluation.run import Evaluator
 from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.reembedding import BackgroundReembedding
 from aml_mcp.aml.sar.batches import CaseWork
 from aml_mcp.aml.sar.checks import CheckSuite
 from aml_mcp.aml.sar.draft import TYPOLOGY_LABELS, Drafter, TemplateDrafter
 from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
-from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.aml.search.choice import load_embedders
 from aml_mcp.aml.search.engine import NoteSearch
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.aml.tools import aml_catalog
@@ -43,11 +44,14 @@ class Aml:
     migrations: Sequence[Migration] = (Migration(COMPONENT, MIGRATIONS),)
     routes: Sequence[BaseRoute] = ()
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
+    reembed_in_background: bool = True
+    _reembedding: list[BackgroundReembedding] = field(default_factory=list, init=False)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The notes store checked and the embedder loaded before the first request; the store
-        closed at the end.
+        """The notes store checked and the embedders loaded before the first request; tenants
+        whose vectors an older embedder made moved to the current one in the background; the
+        store closed at the end.
 
         A damaged store does not stop the server (tasks, auth and the audit trail still work):
         readiness reports it and searches refuse with a clear error until it is restored.
@@ -55,9 +59,27 @@ class Aml:
         try:
             await anyio.to_thread.run_sync(self.store.verify)
             await self.service.start()
-            yield
+            async with anyio.create_task_group() as background:
+                if self.reembed_in_background and self.store.damage is None:
+                    mover = BackgroundReembedding(self.store, self.service.embedders())
+                    self._reembedding.append(mover)
+                    background.start_soon(mover.run)
+                try:
+                    yield
+                finally:
+                    for mover in self._reembedding:
+                        mover.stop()
         finally:
+            self.service.close()
             self.store.close()
+
+    def search_progress(self) -> str | None:
+        """While tenants are being moved to the transformer: how far (for `/readyz`), else None."""
+        for mover in self._reembedding:
+            status = mover.status()
+            if status is not None:
+                return status
+        return None
 
     async def notes_problem(self) -> str | None:
         """Why the notes store cannot serve (one line, no paths), or None: for readiness."""
@@ -101,9 +123,14 @@ def build_aml(settings: AmlSettings, *, data_dir: Path, database: SqliteDatabase
 
     service = AmlService(
         store=store,
-        load_embedder=StaticEmbedder.load,
+        load_embedder=lambda: load_embedders(settings.embedder),
         casework=casework,
         evaluator=evaluator,
         searches_per_tenant=settings.search_concurrency_per_tenant,
     )
-    return Aml(catalog=aml_catalog(service, settings), service=service, store=store)
+    return Aml(
+        catalog=aml_catalog(service, settings),
+        service=service,
+        store=store,
+        reembed_in_background=settings.reembed_in_background,
+    )

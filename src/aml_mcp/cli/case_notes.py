@@ -8,19 +8,20 @@ from typing import Any
 
 from aml_mcp.aml.ingest import reembed_tenant, run_ingest
 from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.aml.search.choice import load_embedders
 from aml_mcp.cli.options import data_options, settings_from
 
 
 def _ingest(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    return run_ingest(args.file, args.tenant, settings.ensure_data_dir())
+    return run_ingest(args.file, args.tenant, settings.ensure_data_dir(), embedder=settings.aml.embedder)
 
 
 def _reembed(args: argparse.Namespace) -> int:
-    """After an upgrade that ships a new embedding table: recompute stored vectors (never at start-up)."""
+    """Move stored vectors to the configured dense half (`aml.embedder`), e.g. the static table's
+    to the transformer after an upgrade; a tenant keeps serving from its old vectors meanwhile."""
     settings = settings_from(args)
-    embedder = StaticEmbedder.load()
+    embedder = load_embedders(settings.aml.embedder).primary
     with NoteStore.open(settings.ensure_data_dir()) as store:
         for tenant in args.tenant or store.tenants():
             count = reembed_tenant(store, tenant, embedder)
@@ -41,7 +42,7 @@ def add_commands(commands: Any) -> None:
     reembed = commands.add_parser(
         "reembed",
         parents=[data_options()],
-        help="recompute note vectors made with an older embedding table (after an upgrade)",
+        help="move stored note vectors to the configured dense half (aml.embedder), e.g. after an upgrade",
     )
     reembed.add_argument("--tenant", action="append", help="only this bank (repeatable; default: all)")
     reembed.set_defaults(run=_reembed)

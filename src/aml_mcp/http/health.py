@@ -26,7 +26,12 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-def readyz(probes: Sequence[tuple[str, ReadinessProbe]]) -> Callable[[Request], Awaitable[JSONResponse]]:
+def readyz(
+    probes: Sequence[tuple[str, ReadinessProbe]],
+    details: Sequence[tuple[str, Callable[[], str | None]]] = (),
+) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """`details` are facts worth showing that do not make the server unready (work in progress)."""
+
     async def endpoint(request: Request) -> JSONResponse:
         failing: list[str] = []
         reasons: dict[str, str] = {}
@@ -45,6 +50,10 @@ def readyz(probes: Sequence[tuple[str, ReadinessProbe]]) -> Callable[[Request], 
             if reasons:
                 body["reasons"] = reasons
             return JSONResponse(body, status_code=503)
-        return JSONResponse({"status": "ready"})
+        ready: dict[str, object] = {"status": "ready"}
+        notes = {name: text for name, detail in details if (text := detail()) is not None}
+        if notes:
+            ready["detail"] = notes
+        return JSONResponse(ready)
 
     return endpoint

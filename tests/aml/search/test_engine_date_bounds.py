@@ -55,7 +55,7 @@ def test_the_last_representable_bounds_still_filter(bounds: dict[str, str]) -> N
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredServer]:
     data_dir = tmp_path_factory.mktemp("date-bounds")
-    settings = AmlSettings(demo_notes_per_tenant=20)
+    settings = AmlSettings(embedder="static", demo_notes_per_tenant=20)
     load_demo_if_empty(settings, data_dir)
     with TestIssuer() as issuer, secured_server(data_dir, None, issuer=issuer, aml=settings) as running:  # type: ignore[arg-type]
         yield running

@@ -41,14 +41,14 @@ def cases_of(notes: list[DemoNote]) -> dict[str, list[CaseNote]]:
 
 def load_demo(data_dir: Path) -> dict[str, int]:
     """The demo corpus loaded into `data_dir` as `aml-mcp serve` does on a first start; notes per bank."""
-    return load_demo_if_empty(AmlSettings(demo_notes_per_tenant=NOTES_PER_BANK), data_dir)
+    return load_demo_if_empty(AmlSettings(embedder="static", demo_notes_per_tenant=NOTES_PER_BANK), data_dir)
 
 
 @contextlib.contextmanager
 def aml_server(data_dir: Path, issuer: TestIssuer, *, demo: Path, **aml: Any) -> Iterator[AmlClient]:
     """The default catalog (the AML tools) on a copy of the demo-loaded data directory `demo`, auth on."""
     shutil.copytree(demo, data_dir, dirs_exist_ok=True)
-    settings = AmlSettings(demo_notes_per_tenant=NOTES_PER_BANK, **aml)
+    settings = AmlSettings(embedder="static", demo_notes_per_tenant=NOTES_PER_BANK, **aml)
     assert load_demo_if_empty(settings, data_dir) == {}  # a loaded store is left alone, as on a restart
     with secured_server(data_dir, None, issuer=issuer, aml=settings, tasks=FAST_TASKS) as server:  # type: ignore[arg-type]
         yield AmlClient(server)

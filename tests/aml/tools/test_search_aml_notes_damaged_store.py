@@ -19,7 +19,7 @@ from tests.support.oauth import TestIssuer, secured_server
 def test_readiness_and_search_on_a_damaged_notes_store(
     damaged: bool, tmp_path: Path, issuer: TestIssuer
 ) -> None:
-    settings = AmlSettings(demo_notes_per_tenant=NOTES_PER_BANK)
+    settings = AmlSettings(embedder="static", demo_notes_per_tenant=NOTES_PER_BANK)
     load_demo_if_empty(settings, tmp_path)
     if damaged:
         checkpointed(tmp_path / DB_FILE_NAME)

@@ -25,7 +25,9 @@ def test_search_and_rendering_run_in_one_worker_thread(tmp_path: Path) -> None:
     bank = TENANTS[0]
     with NoteStore.open(tmp_path) as store:
         write_notes(store, bank.name, [d.note for d in generate_notes(bank, 200)], embedder)
-    aml = build_aml(AmlSettings(), data_dir=tmp_path, database=SqliteDatabase(tmp_path / "aml-mcp.db"))
+    aml = build_aml(
+        AmlSettings(embedder="static"), data_dir=tmp_path, database=SqliteDatabase(tmp_path / "aml-mcp.db")
+    )
     rendered_on: list[threading.Thread] = []
 
     def render(hits: list[SearchHit]) -> object:

@@ -28,7 +28,7 @@ def test_a_bank_runs_one_search_at_a_time_and_others_go_ahead(tmp_path: Path) ->
         for bank in (busy, other):
             write_notes(store, bank.name, [d.note for d in generate_notes(bank, 30)], embedder)
     aml = build_aml(
-        AmlSettings(search_concurrency_per_tenant=1),
+        AmlSettings(embedder="static", search_concurrency_per_tenant=1),
         data_dir=tmp_path,
         database=SqliteDatabase(tmp_path / "aml-mcp.db"),
     )

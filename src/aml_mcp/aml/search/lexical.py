@@ -143,3 +143,22 @@ def match_expression(notes: TermCounts, terms: Sequence[str]) -> str | None:
             return None
         useful = [min(present, key=lambda t: stats.df[t])]
     return " OR ".join(f'"{t}"' for t in useful)
+
+
+def all_terms_expression(notes: TermCounts, terms: Sequence[str]) -> str | None:
+    """An FTS5 expression AND-ing the quoted `terms`, when the query reads like the notes' own words.
+
+    That is: at least two content words, every one of them found somewhere in the tenant's notes
+    (stemmed, as the index stores them). A query typed from a note's vocabulary ("structuring
+    deposits teller") then names the notes that hold all its words; a question put in other
+    words (a paraphrase, a typo, another bank's jargon) almost always has a word the bank never
+    uses, and gets None. The engine lifts the notes this matches above the rest, so an exact
+    match of the analyst's words is never out-voted by the dense half's neighbours.
+    """
+    clean = [t for t in dict.fromkeys(terms) if t and '"' not in t]
+    if len(clean) < 2:
+        return None
+    stats = notes.document_frequencies(clean)
+    if stats is None or any(stats.df[t] == 0 for t in clean):
+        return None
+    return " AND ".join(f'"{t}"' for t in clean)

@@ -59,12 +59,20 @@ def basic_words(text: str) -> list[str]:
 
 
 class WordPiece:
-    """Greedy longest-match-first WordPiece over a fixed vocabulary; unknown words yield no ids."""
+    """Greedy longest-match-first WordPiece over a fixed vocabulary.
 
-    def __init__(self, vocab: Mapping[str, int], cache_size: int = 200_000) -> None:
+    An unknown word yields no ids by default (the static table has no row worth averaging for
+    it); with `unk_id` it yields that one id, as BERT's tokenizer does (a transformer must see
+    that a word was there, or the positions of the words after it shift).
+    """
+
+    def __init__(
+        self, vocab: Mapping[str, int], cache_size: int = 200_000, unk_id: int | None = None
+    ) -> None:
         self._vocab = vocab
         self._cache: dict[str, tuple[int, ...]] = {}
         self._cache_size = cache_size
+        self._unknown: tuple[int, ...] = () if unk_id is None else (unk_id,)
 
     def word_ids(self, word: str) -> tuple[int, ...]:
         cached = self._cache.get(word)
@@ -77,7 +85,7 @@ class WordPiece:
 
     def _split(self, word: str) -> tuple[int, ...]:
         if len(word) > _MAX_WORD_CHARS:
-            return ()
+            return self._unknown
         ids: list[int] = []
         start = 0
         while start < len(word):
@@ -90,7 +98,7 @@ class WordPiece:
                     break
                 end -= 1
             if found is None:
-                return ()
+                return self._unknown
             ids.append(found)
             start = end
         return tuple(ids)

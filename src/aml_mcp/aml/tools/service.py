@@ -12,6 +12,7 @@ a request's path.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import anyio.to_thread
@@ -20,10 +21,15 @@ from aml_mcp.aml.evaluation.run import Evaluator
 from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.notes import InvalidTenantError, validate_tenant
 from aml_mcp.aml.sar.batches import CaseWork
+from aml_mcp.aml.search.choice import Embedders
 from aml_mcp.aml.search.embeddings import Embedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchHit, SearchRequest
 
 R = TypeVar("R")
+
+
+QUERY_EMBEDDING_THREADS = 2
+"""One per core of the target machine: more would only queue inside onnxruntime's CPU time."""
 
 
 class AmlService:
@@ -31,7 +37,7 @@ class AmlService:
         self,
         *,
         store: NoteStore,
-        load_embedder: Callable[[], Embedder],
+        load_embedder: Callable[[], Embedder | Embedders],
         casework: CaseWork,
         evaluator: Callable[[Callable[[], NoteSearch]], Evaluator],
         searches_per_tenant: int = 1,
@@ -42,13 +48,29 @@ class AmlService:
         self.casework = casework
         self._load_embedder = load_embedder
         self._searcher: NoteSearch | None = None
+        self._embedders: Embedders | None = None
+        self._query_embedding: ThreadPoolExecutor | None = None
         self.evaluator = evaluator(self.searcher)
 
     async def start(self) -> None:
         """Load the embedder (off the event loop) before the first request."""
         if self._searcher is None:
-            embedder = await anyio.to_thread.run_sync(self._load_embedder)
-            self._searcher = NoteSearch(embedder)
+            embedders = await anyio.to_thread.run_sync(self._load_embedder)
+            self._embedders = embedders if isinstance(embedders, Embedders) else Embedders(embedders)
+            # Queries are embedded here while the search's own thread reads the full-text index.
+            self._query_embedding = ThreadPoolExecutor(QUERY_EMBEDDING_THREADS, "query-embedding")
+            self._searcher = NoteSearch(self._embedders, overlap=self._query_embedding)
+
+    def close(self) -> None:
+        """Stop the query-embedding threads (searches still running finish first)."""
+        if self._query_embedding is not None:
+            self._query_embedding.shutdown(wait=True)
+
+    def embedders(self) -> Embedders:
+        """The embedders loaded by `start` (new vectors are made by `primary`)."""
+        if self._embedders is None:
+            raise RuntimeError("the AML services have not been started")
+        return self._embedders
 
     def searcher(self) -> NoteSearch:
         if self._searcher is None:

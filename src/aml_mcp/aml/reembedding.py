@@ -1,0 +1,108 @@
+"""Moving tenants to the transformer's vector space in the background, with progress to show.
+
+Why in the background: the transformer embeds ~15-30 notes/s on 2 cores, so a first start that
+embedded the demo corpus before serving would keep an analyst waiting minutes. Instead the demo
+(or a store from before the upgrade) is written with the static table in seconds, the server is
+ready at once (lexical search and static dense search for those tenants), and this moves each
+tenant to the transformer one at a time. A tenant switches in one transaction when all its
+vectors are done, so a search never mixes spaces. Progress is a log line per bank and a
+sentence on `/readyz`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import anyio.to_thread
+
+from aml_mcp.aml.ingest import reembed_tenant
+from aml_mcp.aml.note_store import NotesDamagedError, NoteStore, VectorSpaceMismatchError
+from aml_mcp.aml.search.choice import Embedders
+
+_log = logging.getLogger(__name__)
+_LOG_EVERY_S = 10.0
+_BATCH = 16
+"""Notes per step: a stop request is seen within one step (about a second on 2 cores)."""
+_ATTEMPTS = 3
+"""A bank whose notes keep changing under the move is tried this often, then left for `reembed`."""
+
+
+class _Stopped(Exception):
+    """The server is shutting down: the tenant being moved keeps its old vectors."""
+
+
+class BackgroundReembedding:
+    """Re-embeds, one tenant after another, every tenant whose vectors another embedder made."""
+
+    def __init__(self, store: NoteStore, embedders: Embedders) -> None:
+        self._store = store
+        self._embedders = embedders
+        self._stop = threading.Event()
+        self._status: str | None = None
+        self._last_log = 0.0
+
+    def status(self) -> str | None:
+        """One sentence while work remains (for `/readyz`), None when every tenant is current."""
+        return self._status
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def pending(self) -> list[str]:
+        """Tenants whose vectors are in another space than the primary embedder's."""
+        target = self._embedders.primary.name
+        return [
+            t for t in self._store.tenants() if self._store.tenant(t).vector_space() not in (None, target)
+        ]
+
+    async def run(self) -> None:
+        """Move every pending tenant; returns when done or stopped (never raises on shutdown)."""
+        try:
+            tenants = await anyio.to_thread.run_sync(self.pending)
+        except NotesDamagedError:
+            return
+        started = time.monotonic()
+        for number, tenant in enumerate(tenants, start=1):
+            label = f"bank {number} of {len(tenants)} ({tenant})"
+            self._status = f"full dense quality pending: re-embedding {label}; lexical search meanwhile"
+            for attempt in range(1, _ATTEMPTS + 1):
+                try:
+                    await anyio.to_thread.run_sync(self._move, tenant, label)
+                    break
+                except _Stopped:
+                    _log.info("re-embedding stopped at shutdown; %s resumes on the next start", tenant)
+                    return
+                except NotesDamagedError:
+                    return
+                except (ValueError, VectorSpaceMismatchError) as exc:
+                    # Notes were ingested or replaced while the bank was being embedded: start over.
+                    _log.info("re-embedding %s again (attempt %d): %s", tenant, attempt + 1, exc)
+                except Exception:
+                    _log.exception("re-embedding %s failed; it stays in its current space", tenant)
+                    break
+        if tenants:
+            _log.info(
+                "re-embedding done: %d bank(s) in %.0f s; full dense quality reached",
+                len(tenants),
+                time.monotonic() - started,
+            )
+        self._status = None
+
+    def _move(self, tenant: str, label: str) -> None:
+        def progress(done: int, total: int) -> None:
+            if self._stop.is_set():
+                raise _Stopped
+            self._status = (
+                f"full dense quality pending: re-embedding {label}, {done}/{total} notes; "
+                "lexical and static dense search meanwhile"
+            )
+            now = time.monotonic()
+            if now - self._last_log >= _LOG_EVERY_S or done == total:
+                self._last_log = now
+                _log.info("re-embedding %s: %d/%d notes", label, done, total)
+
+        if self._stop.is_set():
+            raise _Stopped
+        reembed_tenant(self._store, tenant, self._embedders.primary, progress, batch=_BATCH)

@@ -1,0 +1,81 @@
+"""A bank in the static table's space moves to the transformer in the background after start-up:
+ready at once, progress on `/readyz`, dense search in the old space meanwhile, never mixed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from aml_mcp.aml.demo.corpus import TENANTS, generate_notes
+from aml_mcp.aml.ingest import write_notes
+from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.search.choice import Embedders
+from aml_mcp.aml.search.embeddings import StaticEmbedder
+from aml_mcp.aml.search.engine import NoteSearch, SearchMode, SearchRequest
+from aml_mcp.aml.search.transformer import SPACE_NAME, TransformerEmbedder
+from aml_mcp.app import build_app
+from tests.support.asgi import InProcessServer
+from tests.support.settings import open_settings
+from tests.support.waiting import eventually
+
+BANK = TENANTS[0].name
+
+
+def test_a_static_bank_is_searched_in_its_own_space_until_moved(
+    store: NoteStore, embedder: StaticEmbedder
+) -> None:
+    notes = [d.note for d in generate_notes(TENANTS[0], 40)]
+    write_notes(store, BANK, notes, embedder)
+    model = TransformerEmbedder.load()
+    # Without feedback a dense score is the plain cosine with the query vector, which names its space.
+    search = NoteSearch(Embedders(model, (embedder,)), feedback=None)
+    view = store.tenant(BANK)
+    request = SearchRequest(query="cash kept below the reporting threshold")
+    before = search.search(view, request, SearchMode.DENSE)
+    assert before, "the static bank is still searched densely, with the static table"
+    expected = embedder.encode([request.query])[0]
+    vectors = view.vectors()
+    assert vectors is not None
+    assert abs(before[0].score - float(np.max(vectors.matrix @ expected))) < 1e-4
+    alone = NoteSearch(model)
+    assert alone.search(view, request, SearchMode.DENSE) == [], "never compared across spaces"
+
+
+@pytest.mark.slow
+def test_serve_moves_static_banks_to_the_transformer_with_progress(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with NoteStore.open(data_dir) as store:
+        write_notes(store, BANK, [d.note for d in generate_notes(TENANTS[0], 150)], StaticEmbedder.load())
+    settings = open_settings(data_dir, aml={"embedder": "minilm"})
+    with InProcessServer(build_app(settings)) as served, served.client(timeout=10) as http:
+        first = http.get("/readyz")
+        assert first.status_code == 200, first.text
+        detail = first.json()["detail"]["search"]
+        assert "re-embedding bank 1 of 1" in detail and BANK in detail
+
+        def done() -> httpx.Response:
+            return http.get("/readyz")
+
+        final = eventually(
+            done, lambda r: "detail" not in r.json(), timeout=120, interval=0.5, what="re-embedded"
+        )
+        assert final.json() == {"status": "ready"}
+    with NoteStore.open(data_dir) as store:
+        view = store.tenant(BANK)
+        assert view.vector_space() == SPACE_NAME
+        vectors = view.vectors()
+        assert vectors is not None and vectors.matrix.shape == (150, 384)
+
+
+def test_static_setting_leaves_static_banks_alone(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with NoteStore.open(data_dir) as store:
+        write_notes(store, BANK, [d.note for d in generate_notes(TENANTS[0], 5)], StaticEmbedder.load())
+        space = store.tenant(BANK).vector_space()
+    with InProcessServer(build_app(open_settings(data_dir))) as served, served.client(timeout=10) as http:
+        assert http.get("/readyz").json() == {"status": "ready"}
+    with NoteStore.open(data_dir) as store:
+        assert store.tenant(BANK).vector_space() == space
