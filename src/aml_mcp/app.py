@@ -42,7 +42,7 @@ from aml_mcp.lab.simulation import Simulation
 from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_url
 from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
-from aml_mcp.secrets_store import load_or_create_secret
+from aml_mcp.secrets_store import DirectorySecrets, PostgresSecrets, SecretSource
 from aml_mcp.server_record import ServerRecord
 from aml_mcp.store.postgres import PoolBudget, PostgresDatabase
 from aml_mcp.store.sqlite import Migration, SqliteDatabase
@@ -103,6 +103,12 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         else None
     )
     local_bus = LocalEventBus() if shared is None else None
+    # Replicas on one database share their secrets, so what one seals another opens.
+    secret_source: SecretSource = (
+        DirectorySecrets(data_dir / "keys")
+        if settings.database_url is None
+        else PostgresSecrets(settings.database_url, schema=settings.database_schema)
+    )
     audit = build_audit(
         database,
         data_dir=data_dir,
@@ -223,7 +229,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         catalog=catalog,
         list_ttl_ms=settings.list_ttl_ms,
         cache_scope=auth.cache_scope,
-        request_state_keys=[load_or_create_secret(data_dir / "keys" / "request-state.key")],
+        request_state_keys=[secret_source.secret("request-state")],
         tasks=tasks.handlers,
         extensions=tasks.extensions,
     )
