@@ -25,6 +25,8 @@ from starlette.routing import BaseRoute, Route
 
 from aml_mcp.aml.wiring import build_aml
 from aml_mcp.audit.wiring import build_audit
+from aml_mcp.auth import postgres_revocations
+from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.wiring import LocalIssuer, build_auth
 from aml_mcp.catalog import Catalog
@@ -153,7 +155,8 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         # Task changes committed by any process reach this process's streams through the database.
         pg_bus = PgEventBus(shared, resolve=tasks.following.changed, followed=followed)
         bus = pg_bus
-        components.append(Parts(lifetime=lambda: _shared_lifetime(shared, tasks.shared_migrations)))
+        shared_migrations = [*tasks.shared_migrations, postgres_revocations.MIGRATION]
+        components.append(Parts(lifetime=lambda: _shared_lifetime(shared, shared_migrations)))
         components.append(Parts(lifetime=pg_bus.running))
     scope_rules = ScopeRules(
         {"tools/call": StaticScopeRule(tools.scope_needed)},
@@ -189,8 +192,14 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         hierarchy=hierarchy,
         default_scopes=lambda: tools.scopes,
         local_issuers=local_issuers,
+        revocation_store=PostgresRevocationStore(shared) if shared is not None else None,
     )
     components.append(auth)
+    if shared is not None:
+        # A revocation committed by any process is re-read here at once, and after every reconnect
+        # (notifications sent while the listener was away are lost; the periodic poll stays the bound).
+        pg_bus.on_notify(shared.channel(postgres_revocations.CHANNEL), auth.revocations.refresh)
+        pg_bus.on_resync(auth.revocations.refresh)
     if settings.lab_served:
         components.append(
             build_lab(
