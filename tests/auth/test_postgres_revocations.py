@@ -19,6 +19,7 @@ from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
 from aml_mcp.auth.revocation import RevocationList
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.subscriptions.postgres_bus import listener_name
 from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server
 from tests.support.postgres import scratch_schema
 
@@ -100,3 +101,33 @@ def test_without_the_notification_the_poll_enforces_it_within_the_refresh_interv
             f"\nrevocation without NOTIFY enforced after {delay * 1000:.0f} ms"
             f" (poll every {REFRESH_SECONDS} s)"
         )
+
+
+def test_a_listener_reconnect_re_reads_the_list(tmp_path: Path) -> None:
+    """A row that arrived with no notification (sent while the listener was away) is picked up by
+    the re-read after the reconnect, long before the (here 30 s) poll."""
+    with (
+        scratch_schema() as (url, schema),
+        TestIssuer() as issuer,
+        secured_server(
+            tmp_path,
+            fixture_catalog(),
+            issuer=issuer,
+            auth=auth_settings([issuer], revocation_refresh_seconds=30.0),
+            database_url=url,
+            database_schema=schema,
+        ) as server,
+    ):
+        jti = secrets.token_hex(8)
+        token = server.mint(jti=jti)
+        assert server.post("tools/list", token=token).status_code == 200
+        with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as conn:
+            conn.execute("INSERT INTO auth_revocations (kind, issuer, value) VALUES ('jti', '', %s)", (jti,))
+            assert server.post("tools/list", token=token).status_code == 200  # nothing told it yet
+            row = conn.execute(
+                "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+                (listener_name(schema),),
+            ).fetchone()
+            assert row == (1,)
+            killed = time.perf_counter()
+        _until_refused(server, token, killed, 5.0)
