@@ -24,6 +24,9 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
 from aml_mcp.aml.wiring import build_aml
+from aml_mcp.audit import postgres_table as postgres_audit
+from aml_mcp.audit.postgres_table import PostgresAuditReader, PostgresStoreSink
+from aml_mcp.audit.table import AuditReader, SqliteAuditReader
 from aml_mcp.audit.wiring import build_audit
 from aml_mcp.auth import postgres_revocations
 from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
@@ -121,7 +124,13 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         anonymous_window_seconds=settings.auth.audit_anonymous_window_seconds,
         anonymous_max_distinct=settings.auth.audit_anonymous_max_distinct,
         flush_seconds=settings.auth.audit_flush_seconds,
+        table=(
+            PostgresStoreSink(settings.database_url, schema=settings.database_schema)
+            if settings.database_url is not None
+            else None
+        ),
     )
+    audit_reader: AuditReader = SqliteAuditReader(database) if shared is None else PostgresAuditReader(shared)
     # Entered in this order, left in reverse: the audit trail outlives everything that records into it.
     components: list[Component] = [audit]
     probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
@@ -155,7 +164,11 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         # Task changes committed by any process reach this process's streams through the database.
         pg_bus = PgEventBus(shared, resolve=tasks.following.changed, followed=followed)
         bus = pg_bus
-        shared_migrations = [*tasks.shared_migrations, postgres_revocations.MIGRATION]
+        shared_migrations = [
+            *tasks.shared_migrations,
+            postgres_revocations.MIGRATION,
+            postgres_audit.MIGRATION,
+        ]
         components.append(Parts(lifetime=lambda: _shared_lifetime(shared, shared_migrations)))
         components.append(Parts(lifetime=pg_bus.running))
     scope_rules = ScopeRules(
@@ -205,7 +218,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
             build_lab(
                 settings.lab,
                 admission=auth.admission,
-                database=database,
+                audit=audit_reader,
                 resource_url=settings.resource_url,
                 tenant_claim=settings.auth.tenant_claim,
                 simulation=_simulation(dev) if dev is not None else None,
