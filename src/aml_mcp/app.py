@@ -24,7 +24,12 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
 from aml_mcp.aml.wiring import build_aml
+from aml_mcp.audit import postgres_table as postgres_audit
+from aml_mcp.audit.postgres_table import PostgresAuditReader, PostgresStoreSink
+from aml_mcp.audit.table import AuditReader, SqliteAuditReader
 from aml_mcp.audit.wiring import build_audit
+from aml_mcp.auth import postgres_revocations
+from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.wiring import LocalIssuer, build_auth
 from aml_mcp.catalog import Catalog
@@ -42,7 +47,7 @@ from aml_mcp.lab.simulation import Simulation
 from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_url
 from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
-from aml_mcp.secrets_store import load_or_create_secret
+from aml_mcp.secrets_store import DirectorySecrets, PostgresSecrets, SecretSource
 from aml_mcp.server_record import ServerRecord
 from aml_mcp.store.postgres import PoolBudget, PostgresDatabase
 from aml_mcp.store.sqlite import Migration, SqliteDatabase
@@ -103,6 +108,12 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         else None
     )
     local_bus = LocalEventBus() if shared is None else None
+    # Replicas on one database share their secrets, so what one seals another opens.
+    secret_source: SecretSource = (
+        DirectorySecrets(data_dir / "keys")
+        if settings.database_url is None
+        else PostgresSecrets(settings.database_url, schema=settings.database_schema)
+    )
     audit = build_audit(
         database,
         data_dir=data_dir,
@@ -113,7 +124,13 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         anonymous_window_seconds=settings.auth.audit_anonymous_window_seconds,
         anonymous_max_distinct=settings.auth.audit_anonymous_max_distinct,
         flush_seconds=settings.auth.audit_flush_seconds,
+        table=(
+            PostgresStoreSink(settings.database_url, schema=settings.database_schema)
+            if settings.database_url is not None
+            else None
+        ),
     )
+    audit_reader: AuditReader = SqliteAuditReader(database) if shared is None else PostgresAuditReader(shared)
     # Entered in this order, left in reverse: the audit trail outlives everything that records into it.
     components: list[Component] = [audit]
     probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
@@ -149,7 +166,12 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         # Task changes committed by any process reach this process's streams through the database.
         pg_bus = PgEventBus(shared, resolve=tasks.following.changed, followed=followed)
         bus = pg_bus
-        components.append(Parts(lifetime=lambda: _shared_lifetime(shared, tasks.shared_migrations)))
+        shared_migrations = [
+            *tasks.shared_migrations,
+            postgres_revocations.MIGRATION,
+            postgres_audit.MIGRATION,
+        ]
+        components.append(Parts(lifetime=lambda: _shared_lifetime(shared, shared_migrations)))
         components.append(Parts(lifetime=pg_bus.running))
     scope_rules = ScopeRules(
         {"tools/call": StaticScopeRule(tools.scope_needed)},
@@ -185,14 +207,20 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         hierarchy=hierarchy,
         default_scopes=lambda: tools.scopes,
         local_issuers=local_issuers,
+        revocation_store=PostgresRevocationStore(shared) if shared is not None else None,
     )
     components.append(auth)
+    if shared is not None:
+        # A revocation committed by any process is re-read here at once, and after every reconnect
+        # (notifications sent while the listener was away are lost; the periodic poll stays the bound).
+        pg_bus.on_notify(shared.channel(postgres_revocations.CHANNEL), auth.revocations.refresh)
+        pg_bus.on_resync(auth.revocations.refresh)
     if settings.lab_served:
         components.append(
             build_lab(
                 settings.lab,
                 admission=auth.admission,
-                database=database,
+                audit=audit_reader,
                 resource_url=settings.resource_url,
                 tenant_claim=settings.auth.tenant_claim,
                 simulation=_simulation(dev) if dev is not None else None,
@@ -225,7 +253,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         catalog=catalog,
         list_ttl_ms=settings.list_ttl_ms,
         cache_scope=auth.cache_scope,
-        request_state_keys=[load_or_create_secret(data_dir / "keys" / "request-state.key")],
+        request_state_keys=[secret_source.secret("request-state")],
         tasks=tasks.handlers,
         extensions=tasks.extensions,
     )

@@ -11,6 +11,7 @@ import anyio.to_thread
 import pytest
 
 from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
+from aml_mcp.auth.revocation_store import SqliteRevocationStore
 from aml_mcp.principal import Principal
 from aml_mcp.store.sqlite import SqliteDatabase
 
@@ -31,9 +32,11 @@ async def test_a_refresh_is_not_queued_behind_a_saturated_shared_pool(tmp_path: 
     release = threading.Event()
     try:
         await database.migrate(REVOCATION_COMPONENT, REVOCATION_MIGRATIONS)
-        watcher = RevocationList(database)
+        watcher = RevocationList(SqliteRevocationStore(database))
         await watcher.refresh()
-        writer = RevocationList(database)  # another process's `aml-mcp revoke`, as far as `watcher` knows
+        writer = RevocationList(
+            SqliteRevocationStore(database)
+        )  # another process's `aml-mcp revoke`, as far as `watcher` knows
         await writer.revoke_subject(BOB.issuer, BOB.subject)
         assert watcher.check(BOB) is None
 

@@ -42,12 +42,14 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, LiteralString
 
 import httpx
 import jwt
+import psycopg
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import get_default_algorithms
+from psycopg.rows import dict_row
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -338,17 +340,17 @@ class SecuredServer:
         )
 
     def audit(self, *, since: int = 0, **match: Any) -> list[dict[str, Any]]:
-        return audit_events(self.data_dir, since=since, **match)
+        return audit_events(self.settings, since=since, **match)
 
     def audit_mark(self) -> int:
         """The newest audit `seq`, once every event recorded so far is in the store: otherwise an
         event of the previous test still on its way would land after the mark and count as this one's."""
         if self.audit_log is not None:
             self.audit_log.flush()
-        return audit_mark(self.data_dir)
+        return audit_mark(self.settings)
 
     def wait_for_audit(self, *, since: int = 0, timeout: float = 5.0, **match: Any) -> dict[str, Any]:
-        return wait_for_audit(self.data_dir, since=since, timeout=timeout, **match)
+        return wait_for_audit(self.settings, since=since, timeout=timeout, **match)
 
 
 AUDIT_FLUSH_SECONDS = 0.01
@@ -409,8 +411,27 @@ def secured_server(
         )
 
 
-def audit_events(data_dir: Path, *, since: int = 0, **match: Any) -> list[dict[str, Any]]:
-    """Audit rows in the server's store (oldest first, `seq` > `since`) whose columns equal every `match`."""
+def audit_events(where: Path | Settings, *, since: int = 0, **match: Any) -> list[dict[str, Any]]:
+    """Audit rows in the server's store (oldest first, `seq` > `since`) whose columns equal every `match`.
+
+    `where` is the data directory, or the server's settings: with `database_url` set the trail is
+    in that database (schema `database_schema`), not in the data directory.
+    """
+    if isinstance(where, Settings) and where.database_url is not None:
+        events = _postgres_audit_rows(where.database_url, where.database_schema, since)
+    else:
+        events = _sqlite_audit_rows(where.data_dir if isinstance(where, Settings) else where, since)
+    for event in events:
+        event["detail"] = json.loads(event["detail"]) if event["detail"] else None
+    return [e for e in events if all(e.get(k) == v for k, v in match.items())]
+
+
+_AUDIT_COLUMNS: LiteralString = (
+    "seq, time, issuer, subject, tenant, client_id, token_id, method, target, decision, reason, detail"
+)
+
+
+def _sqlite_audit_rows(data_dir: Path, since: int) -> list[dict[str, Any]]:
     path = data_dir / "aml-mcp.db"
     if not path.exists():
         return []
@@ -418,27 +439,40 @@ def audit_events(data_dir: Path, *, since: int = 0, **match: Any) -> list[dict[s
     try:
         conn.row_factory = sqlite3.Row
         try:
-            rows = conn.execute("SELECT * FROM audit_events WHERE seq > ? ORDER BY seq", (since,)).fetchall()
+            rows = conn.execute(
+                f"SELECT {_AUDIT_COLUMNS} FROM audit_events WHERE seq > ? ORDER BY seq",  # noqa: S608
+                (since,),
+            ).fetchall()
         except sqlite3.OperationalError:
             return []
     finally:
         conn.close()
-    events = [dict(row) for row in rows]
-    for event in events:
-        event["detail"] = json.loads(event["detail"]) if event["detail"] else None
-    return [e for e in events if all(e.get(k) == v for k, v in match.items())]
+    return [dict(row) for row in rows]
 
 
-def audit_mark(data_dir: Path) -> int:
+def _postgres_audit_rows(url: str, schema: str | None, since: int) -> list[dict[str, Any]]:
+    options = f"-c search_path={schema}" if schema else ""
+    with psycopg.connect(url, options=options, row_factory=dict_row) as conn:
+        if conn.execute("SELECT to_regclass('audit_events')").fetchone() == {"to_regclass": None}:
+            return []
+        return conn.execute(
+            "SELECT " + _AUDIT_COLUMNS + " FROM audit_events WHERE seq > %s ORDER BY seq",  # noqa: S608
+            (since,),
+        ).fetchall()
+
+
+def audit_mark(where: Path | Settings) -> int:
     """The newest audit `seq` so far: pass it as `since` to see only what happens next."""
-    events = audit_events(data_dir)
+    events = audit_events(where)
     return int(events[-1]["seq"]) if events else 0
 
 
-def wait_for_audit(data_dir: Path, *, since: int = 0, timeout: float = 5.0, **match: Any) -> dict[str, Any]:
+def wait_for_audit(
+    where: Path | Settings, *, since: int = 0, timeout: float = 5.0, **match: Any
+) -> dict[str, Any]:
     """The newest audit row matching `match`, waiting for the group commit that writes it."""
     found = eventually(
-        lambda: audit_events(data_dir, since=since, **match),
+        lambda: audit_events(where, since=since, **match),
         timeout=timeout,
         what=f"an audit event matching {match}",
     )

@@ -318,8 +318,8 @@ def test_whitespace_around_the_routing_name_is_not_part_of_it(tcp_server: LiveSe
 def test_every_decision_is_audited_with_a_short_task_prefix(
     server: InProcessServer, client: httpx.Client
 ) -> None:
-    data_dir = server.app.state.settings.data_dir  # type: ignore[attr-defined]
-    mark = audit_mark(data_dir)
+    settings = server.app.state.settings  # type: ignore[attr-defined]
+    mark = audit_mark(settings)
     task_id = create(client, "slow_compute", {"seconds": 0, "label": "do-not-log-this-argument"})["taskId"]
     get(client, task_id)
     task_request(client, "tasks/get", task_id, capabilities=WITHOUT_TASKS)
@@ -334,7 +334,7 @@ def test_every_decision_is_audited_with_a_short_task_prefix(
     }
 
     def decisions() -> tuple[list[dict[str, Any]], set[tuple[str, str, str]]]:
-        trail = audit_events(data_dir, since=mark)
+        trail = audit_events(settings, since=mark)
         return trail, {(e["method"], e["decision"], e["reason"]) for e in trail}
 
     trail, seen = eventually(

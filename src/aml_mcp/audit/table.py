@@ -8,7 +8,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from aml_mcp.audit.events import AuditEvent, dumps, fallback_record
 from aml_mcp.store.sqlite import SqliteDatabase
@@ -62,7 +62,7 @@ class StoreSink:
 
     def write_batch(self, events: Sequence[AuditEvent]) -> int:
         """Insert the batch; returns how many events were stored as placeholders. Raises if none could be."""
-        prepared = [_prepare(event) for event in events]
+        prepared = [prepare_row(event) for event in events]
         if not prepared:
             return 0
         if self._loop is None or self._loop.is_closed():
@@ -87,10 +87,10 @@ _Row = tuple[Any, ...]
 _Prepared = tuple[AuditEvent, _Row | None, BaseException | None]
 
 
-def _prepare(event: AuditEvent) -> _Prepared:
+def prepare_row(event: AuditEvent) -> _Prepared:
     """The event's row, or the error that formatting it raised (its placeholder is made on demand)."""
     try:
-        return event, _row(event.as_record()), None
+        return event, row_of(event.as_record()), None
     except Exception as error:
         return event, None, error
 
@@ -119,7 +119,7 @@ def _insert(prepared: Sequence[_Prepared], conn: sqlite3.Connection) -> int:
                 _still_in_transaction(conn)
                 error = failure
         # If even this fails, the table is unwritable: let it raise, the batch is kept and retried.
-        conn.execute(_INSERT, _row(fallback_record(event, error or ValueError("unformattable"))))
+        conn.execute(_INSERT, row_of(fallback_record(event, error or ValueError("unformattable"))))
         placeholders += 1
     if placeholders:
         logger.error("audit: %d event(s) could not be stored and were replaced by placeholders", placeholders)
@@ -133,7 +133,7 @@ def _still_in_transaction(conn: sqlite3.Connection) -> None:
         raise sqlite3.OperationalError("the audit batch's transaction was rolled back by SQLite")
 
 
-def _row(record: Mapping[str, Any]) -> _Row:
+def row_of(record: Mapping[str, Any]) -> _Row:
     return (
         record["time"],
         record["issuer"],
@@ -149,7 +149,7 @@ def _row(record: Mapping[str, Any]) -> _Row:
     )
 
 
-_COLUMNS = (
+COLUMNS = (
     "seq",
     "time",
     "issuer",
@@ -175,14 +175,14 @@ def recent_events(database: SqliteDatabase, limit: int) -> list[dict[str, Any]]:
         if exists is None:
             return []
         return conn.execute(
-            f"SELECT {', '.join(_COLUMNS)} FROM audit_events ORDER BY seq DESC LIMIT ?",  # noqa: S608
+            f"SELECT {', '.join(COLUMNS)} FROM audit_events ORDER BY seq DESC LIMIT ?",  # noqa: S608
             (limit,),
         ).fetchall()
 
     rows = database.read_now(query)
     events = []
     for row in reversed(rows):
-        event = dict(zip(_COLUMNS, row, strict=True))
+        event = dict(zip(COLUMNS, row, strict=True))
         if event["detail"]:
             event["detail"] = json.loads(event["detail"])
         events.append(event)
@@ -240,7 +240,7 @@ async def bank_events(
         where.append("method IS NOT ?")
         params.append(except_method)
     sql = (
-        f"SELECT {', '.join(_COLUMNS)} FROM audit_events WHERE {' AND '.join(where)}"  # noqa: S608
+        f"SELECT {', '.join(COLUMNS)} FROM audit_events WHERE {' AND '.join(where)}"  # noqa: S608
         " ORDER BY seq DESC LIMIT ?"
     )
     params.append(limit)
@@ -250,8 +250,64 @@ async def bank_events(
 
     events = []
     for row in reversed(await database.read(query)):
-        event = dict(zip(_COLUMNS, row, strict=True))
+        event = dict(zip(COLUMNS, row, strict=True))
         if event["detail"]:
             event["detail"] = json.loads(event["detail"])
         events.append(event)
     return events
+
+
+class AuditReader(Protocol):
+    """The queries the lab's audit view runs, whichever database holds the trail."""
+
+    async def recent_events(self, limit: int) -> list[dict[str, Any]]: ...
+
+    async def bank_events(
+        self,
+        *,
+        tenant: str,
+        after: int = 0,
+        limit: int = 100,
+        decision: str | None = None,
+        subject: str | None = None,
+        method: str | None = None,
+        except_method: str | None = None,
+        token_ids: Sequence[str] = (),
+        anonymous_traces: Sequence[str] = (),
+    ) -> list[dict[str, Any]]: ...
+
+
+class SqliteAuditReader:
+    """`AuditReader` on the data directory's SQLite file."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self.database = database
+
+    async def recent_events(self, limit: int) -> list[dict[str, Any]]:
+        return recent_events(self.database, limit)
+
+    async def bank_events(
+        self,
+        *,
+        tenant: str,
+        after: int = 0,
+        limit: int = 100,
+        decision: str | None = None,
+        subject: str | None = None,
+        method: str | None = None,
+        except_method: str | None = None,
+        token_ids: Sequence[str] = (),
+        anonymous_traces: Sequence[str] = (),
+    ) -> list[dict[str, Any]]:
+        return await bank_events(
+            self.database,
+            tenant=tenant,
+            after=after,
+            limit=limit,
+            decision=decision,
+            subject=subject,
+            method=method,
+            except_method=except_method,
+            token_ids=token_ids,
+            anonymous_traces=anonymous_traces,
+        )

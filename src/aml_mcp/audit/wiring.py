@@ -55,9 +55,13 @@ def build_audit(
     anonymous_window_seconds: float = DEFAULT_WINDOW_SECONDS,
     anonymous_max_distinct: int = DEFAULT_MAX_DISTINCT,
     flush_seconds: float = 0.1,
+    table: AuditSink | None = None,
 ) -> AuditTrail:
-    """Events go to the database table, and optionally to `DATA_DIR/audit.jsonl` and a logger."""
-    sinks: list[AuditSink] = [StoreSink(database)]
+    """Events go to the database table, and optionally to `DATA_DIR/audit.jsonl` and a logger.
+
+    `table` replaces the SQLite file's table (replicas write the shared database's).
+    """
+    sinks: list[AuditSink] = [table if table is not None else StoreSink(database)]
     if to_file:
         path = data_dir / AUDIT_FILE_NAME
         sinks.append(JsonLinesSink(path, max_bytes=file_max_bytes, backups=file_backups))

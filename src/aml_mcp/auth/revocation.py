@@ -1,66 +1,47 @@
 """Revocation: deny by token id (`jti`) or by subject (issuer + subject), checked on every request.
 
-The list lives in the store, so it survives restarts and is shared by every process on the same
-data directory (`aml-mcp revoke` writes it while the server runs). Each process keeps the whole
-list in memory — a check is two set lookups — and re-reads it when a cheap fingerprint query
-(row count and highest sequence number) shows a change, every `refresh_seconds`. Revocations made
-through this object take effect in this process at once.
+The list lives in a `RevocationStore`, so it survives restarts and is shared by every process of a
+deployment (`aml-mcp revoke` writes it while the server runs). Each process keeps the whole list
+in memory — a check is two set lookups — and re-reads it when a cheap fingerprint (row count and
+highest sequence number) shows a change, every `refresh_seconds`; on PostgreSQL a notification
+from the revoking transaction triggers the re-read at once (`refresh` is safe to call any time).
+Revocations made through this object take effect in this process at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import anyio
 
+from aml_mcp.auth.revocation_store import (
+    REVOCATION_COMPONENT,
+    REVOCATION_MIGRATIONS,
+    Fingerprint,
+    Revocation,
+    RevocationStore,
+)
 from aml_mcp.listeners import Listeners
 from aml_mcp.principal import Principal
-from aml_mcp.store.sqlite import SqliteDatabase
 
 logger = logging.getLogger(__name__)
 
-REVOCATION_COMPONENT = "auth"
-REVOCATION_MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE auth_revocations (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        kind TEXT NOT NULL CHECK (kind IN ('jti', 'subject')),
-        issuer TEXT NOT NULL,
-        value TEXT NOT NULL,
-        revoked_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
-        note TEXT,
-        UNIQUE (kind, issuer, value)
-    );
-    """
-]
-"""`issuer` is '' for a `jti` revoked whatever its issuer."""
+__all__ = ["ANY_ISSUER", "REVOCATION_COMPONENT", "REVOCATION_MIGRATIONS", "Revocation", "RevocationList"]
 
 ANY_ISSUER = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Revocation:
-    kind: str
-    issuer: str
-    value: str
-    revoked_at: str
-    note: str | None
-
-
 class RevocationList:
-    def __init__(self, database: SqliteDatabase, *, refresh_seconds: float = 2.0) -> None:
-        self.database = database
+    def __init__(self, store: RevocationStore, *, refresh_seconds: float = 2.0) -> None:
+        self.store = store
         self.refresh_seconds = refresh_seconds
         self._token_ids: set[tuple[str, str]] = set()
         self._subjects: set[tuple[str, str]] = set()
-        self._fingerprint: tuple[int, int] | None = None
-        self._threads = anyio.CapacityLimiter(1)
-        """The refresh's own worker thread: a revocation must take effect within `refresh_seconds`
-        even while anonymous or slow work occupies every thread of the shared pool."""
+        self._fingerprint: Fingerprint | None = None
+        self._reading = anyio.Lock()
+        """One re-read at a time: an older read finishing late never overwrites a newer one."""
         self.changes: Listeners[[]] = Listeners()
         """Told after a refresh found the list changed, so open listen streams re-check at once."""
 
@@ -75,27 +56,18 @@ class RevocationList:
             return "revoked_token"
         return None
 
-    @staticmethod
-    def _fingerprint_of(conn: sqlite3.Connection) -> tuple[int, int]:
-        row = conn.execute("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM auth_revocations").fetchone()
-        return int(row[0]), int(row[1])
-
     async def refresh(self) -> None:
         """Re-read the list if it changed since the last read."""
-        fingerprint = await self.database.read(self._fingerprint_of, limiter=self._threads)
-        if fingerprint == self._fingerprint:
-            return
-
-        def load(conn: sqlite3.Connection) -> tuple[tuple[int, int], list[tuple[str, str, str]]]:
-            return self._fingerprint_of(conn), conn.execute(
-                "SELECT kind, issuer, value FROM auth_revocations"
-            ).fetchall()
-
-        fingerprint, rows = await self.database.read(load, limiter=self._threads)
-        self._token_ids = {(issuer, value) for kind, issuer, value in rows if kind == "jti"}
-        self._subjects = {(issuer, value) for kind, issuer, value in rows if kind == "subject"}
-        first_load = self._fingerprint is None
-        self._fingerprint = fingerprint
+        async with self._reading:
+            fingerprint = await self.store.fingerprint()
+            if fingerprint == self._fingerprint:
+                return
+            # Read after the fingerprint: a change in between is loaded now and re-read next time.
+            rows = await self.store.entries()
+            self._token_ids = {(r.issuer, r.value) for r in rows if r.kind == "jti"}
+            self._subjects = {(r.issuer, r.value) for r in rows if r.kind == "subject"}
+            first_load = self._fingerprint is None
+            self._fingerprint = fingerprint
         if not first_load:
             self.changes.fire()
 
@@ -122,14 +94,7 @@ class RevocationList:
     async def _add(self, kind: str, issuer: str, value: str, note: str | None) -> None:
         if not value:
             raise ValueError("nothing to revoke: empty value")
-
-        def insert(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR IGNORE INTO auth_revocations (kind, issuer, value, note) VALUES (?, ?, ?, ?)",
-                (kind, issuer, value, note),
-            )
-
-        await self.database.write(insert)
+        await self.store.add(kind, issuer, value, note)
         (self._token_ids if kind == "jti" else self._subjects).add((issuer, value))
 
     async def revoke_token(self, jti: str, *, issuer: str | None = None, note: str | None = None) -> None:
@@ -144,22 +109,11 @@ class RevocationList:
 
     async def lift(self, kind: str, issuer: str | None, value: str) -> bool:
         """Remove a revocation; returns whether there was one."""
-
-        def delete(conn: sqlite3.Connection) -> int:
-            return conn.execute(
-                "DELETE FROM auth_revocations WHERE kind = ? AND issuer = ? AND value = ?",
-                (kind, issuer or ANY_ISSUER, value),
-            ).rowcount
-
-        removed = await self.database.write(delete) > 0
-        self._fingerprint = None
+        removed = await self.store.lift(kind, issuer or ANY_ISSUER, value)
+        async with self._reading:
+            self._fingerprint = None
         await self.refresh()
         return removed
 
     async def entries(self) -> list[Revocation]:
-        def query(conn: sqlite3.Connection) -> list[tuple[str, str, str, str, str | None]]:
-            return conn.execute(
-                "SELECT kind, issuer, value, revoked_at, note FROM auth_revocations ORDER BY seq"
-            ).fetchall()
-
-        return [Revocation(*row) for row in await self.database.read(query)]
+        return await self.store.entries()

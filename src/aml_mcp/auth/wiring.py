@@ -32,6 +32,7 @@ from aml_mcp.auth.jwks import IssuerKeys, JwksFetcher, RemoteJwks
 from aml_mcp.auth.jwt_verifier import JwtVerifier, TrustedIssuer
 from aml_mcp.auth.metadata import ProtectedResourceMetadata
 from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
+from aml_mcp.auth.revocation_store import RevocationStore, SqliteRevocationStore
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.settings import ResourceServerSettings
 from aml_mcp.auth.verifier import TokenVerifier
@@ -119,13 +120,17 @@ def build_auth(
     hierarchy: ScopeHierarchy,
     default_scopes: Callable[[], Iterable[str]],
     local_issuers: Sequence[LocalIssuer] = (),
+    revocation_store: RevocationStore | None = None,
 ) -> Auth:
     """The resource server described by `settings` (or the open admission when it is off).
 
     `default_scopes` is read whenever the metadata document is served, unless `scopes_supported`
-    is configured: the served catalog's tool scopes.
+    is configured: the served catalog's tool scopes. `revocation_store` defaults to the SQLite file.
     """
-    revocations = RevocationList(database, refresh_seconds=settings.revocation_refresh_seconds)
+    revocations = RevocationList(
+        revocation_store or SqliteRevocationStore(database),
+        refresh_seconds=settings.revocation_refresh_seconds,
+    )
     if not settings.enabled:
         return Auth(admission=OpenAdmission(), revocations=revocations, hierarchy=hierarchy)
 

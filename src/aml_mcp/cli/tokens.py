@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
+from aml_mcp.auth.revocation_store import SqliteRevocationStore
 from aml_mcp.cli.options import address_options, data_options, served_url, settings_from, trusted_issuers
 from aml_mcp.cli.startup import EXIT_SETTINGS
 from aml_mcp.config import Settings
@@ -49,7 +50,7 @@ async def _with_revocations(settings: Settings, args: argparse.Namespace) -> int
     database.open()
     try:
         await database.migrate(REVOCATION_COMPONENT, REVOCATION_MIGRATIONS)
-        revocations = RevocationList(database)
+        revocations = RevocationList(SqliteRevocationStore(database))
         if args.list:
             for entry in await revocations.entries():
                 print(json.dumps(_entry(entry)))

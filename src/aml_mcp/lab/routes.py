@@ -18,13 +18,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aml_mcp.audit.table import bank_events
+from aml_mcp.audit.table import AuditReader
 from aml_mcp.http.endpoint import Admission
 from aml_mcp.lab.settings import LabSettings
 from aml_mcp.lab.simulation import Simulation
 from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRule, StaticScopeRule
-from aml_mcp.store.sqlite import SqliteDatabase
 
 AUDIT_METHOD = "lab/audit"
 SIMULATION_METHOD = "lab/simulation"
@@ -64,14 +63,15 @@ class LabRoutes:
         settings: LabSettings,
         *,
         admission: Admission,
-        database: SqliteDatabase,
+        trail: AuditReader,
         resource_url: str,
         tenant_claim: str,
         simulation: Simulation | None,
     ) -> None:
         self.settings = settings
         self.admission = admission
-        self.database = database
+        self.trail = trail
+        """Where the trail is read (the SQLite file, or the shared database with replicas)."""
         self.resource_url = resource_url
         self.tenant_claim = tenant_claim
         self.simulation = simulation
@@ -127,8 +127,7 @@ class LabRoutes:
         if len(traces) > _MAX_TRACES or not all(_TRACE_ID.fullmatch(trace) for trace in traces):
             return _bad(f"trace must be at most {_MAX_TRACES} trace ids of 32 lower-case hex digits")
         issued = self.simulation.issued_to(caller) if self.simulation is not None else []
-        events = await bank_events(
-            self.database,
+        events = await self.trail.bank_events(
             tenant=caller.tenant,
             after=after,
             limit=self.settings.audit_page_size,

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+from aml_mcp.audit.table import AuditReader
 from aml_mcp.component import Parts
 from aml_mcp.http.endpoint import Admission
 from aml_mcp.lab.routes import LabRoutes, lab_scope_rules
 from aml_mcp.lab.settings import LabSettings
 from aml_mcp.lab.simulation import Simulation
-from aml_mcp.store.sqlite import SqliteDatabase
 
 
 def build_lab(
     settings: LabSettings,
     *,
     admission: Admission,
-    database: SqliteDatabase,
+    audit: AuditReader,
     resource_url: str,
     tenant_claim: str,
     simulation: Simulation | None,
@@ -23,7 +23,7 @@ def build_lab(
     routes = LabRoutes(
         settings,
         admission=admission,
-        database=database,
+        trail=audit,
         resource_url=resource_url,
         tenant_claim=tenant_claim,
         simulation=simulation,

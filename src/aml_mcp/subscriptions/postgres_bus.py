@@ -96,6 +96,9 @@ class PgEventBus:
         """A notification was dropped (backlog full): resync at the next liveness tick."""
         self._listeners: Listeners[[Event]] = Listeners()
         self._resync_hooks: dict[object, Resync] = {}
+        self._channel_hooks: dict[
+            str, tuple[Resync, MemoryObjectSendStream[None], MemoryObjectReceiveStream[None]]
+        ] = {}
         self._connection: psycopg.AsyncConnection[Any] | None = None
         self.ready = anyio.Event()
         """Set once LISTEN is first in place (streams opened before that still get current state)."""
@@ -121,6 +124,15 @@ class PgEventBus:
 
         return remove
 
+    def on_notify(self, channel: str, hook: Resync) -> None:
+        """Also LISTEN on `channel` (a full channel name) and run `hook` after a notification on it.
+
+        Registered before `running`. Notifications arriving while `hook` runs coalesce into one
+        more run, which starts after them: the hook re-reads state, it is not told what changed.
+        """
+        send, receive = anyio.create_memory_object_stream[None](1)
+        self._channel_hooks[channel] = (hook, send, receive)
+
     @property
     def backend_pid(self) -> int | None:
         """The server process of the current listener connection (for operators and fault tests)."""
@@ -136,6 +148,8 @@ class PgEventBus:
             group.start_soon(self._listen_forever, send)
             for _ in range(self._lookups_at_once):
                 group.start_soon(self._deliver, receive.clone())
+            for hook, _, kicks in self._channel_hooks.values():
+                group.start_soon(self._run_on_kick, hook, kicks)
             receive.close()
             with anyio.move_on_after(10):
                 await self.ready.wait()
@@ -166,12 +180,19 @@ class PgEventBus:
                 await conn.execute(
                     sql.SQL("LISTEN {}").format(sql.Identifier(self._db.channel(TASK_CHANNEL)))
                 )
+                for channel in self._channel_hooks:
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                 self.connects += 1
                 self.ready.set()
                 await self._resync()
                 while True:
                     async for notify in conn.notifies(timeout=self._liveness):
                         self.received += 1
+                        hooked = self._channel_hooks.get(notify.channel)
+                        if hooked is not None:
+                            with contextlib.suppress(anyio.WouldBlock):
+                                hooked[1].send_nowait(None)  # a run already pending covers this one
+                            continue
                         try:
                             send.send_nowait(notify.payload)
                         except anyio.WouldBlock:
@@ -193,6 +214,13 @@ class PgEventBus:
             except Exception:
                 logger.exception("a resync hook failed")
         self.resyncs += 1
+
+    async def _run_on_kick(self, hook: Resync, kicks: MemoryObjectReceiveStream[None]) -> None:
+        async for _ in kicks:
+            try:
+                await hook()
+            except Exception:
+                logger.exception("a notification hook failed")
 
     async def _deliver(self, receive: MemoryObjectReceiveStream[str]) -> None:
         with receive:

@@ -1,0 +1,216 @@
+"""The audit trail's table on PostgreSQL: the same columns, a sink that fills it, the lab's queries.
+
+Replicas sharing one database write one trail, so the lab's audit view (and an auditor) sees the
+decisions of every process. `detail` stays the record's compact ASCII JSON in a `TEXT` column
+rather than `JSONB`: JSONB refuses `\\u0000`, and a token (even an unverified one) may carry one.
+The JSON functions decode values too and fail the whole query on such a row, so the values the
+lab's query selects by (`detail.unverified.jti`, `detail.trace_id`, whether `detail.unverified`
+is there) are extracted by the sink into three more columns when the row is written; the query
+never parses JSON and one hostile row cannot fail it.
+
+The sink runs on the audit flusher thread, outside any event loop, so it holds one plain
+(synchronous) connection of its own, reconnected after a failure; the pool belongs to the app's
+loop and is used by the readers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from aml_mcp.audit.events import AuditEvent, fallback_record
+from aml_mcp.audit.table import COLUMNS, prepare_row, row_of
+from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.store.sqlite import Migration
+
+logger = logging.getLogger(__name__)
+
+MIGRATION = Migration(
+    "audit",
+    [
+        """
+        CREATE TABLE audit_events (
+            seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            time TEXT NOT NULL,
+            issuer TEXT,
+            subject TEXT,
+            tenant TEXT,
+            client_id TEXT,
+            token_id TEXT,
+            method TEXT,
+            target TEXT,
+            decision TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            detail TEXT,
+            unverified BOOLEAN NOT NULL DEFAULT false,
+            unverified_jti TEXT,
+            trace_id TEXT
+        );
+        CREATE INDEX audit_events_by_subject ON audit_events (issuer, subject, seq);
+        CREATE INDEX audit_events_by_tenant ON audit_events (tenant, seq);
+        """
+    ],
+)
+
+_INSERT = (
+    "INSERT INTO audit_events (time, issuer, subject, tenant, client_id, token_id, method,"
+    " target, decision, reason, detail, unverified, unverified_jti, trace_id)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+class PostgresStoreSink:
+    """Rows in the shared database, one transaction per batch, with the SQLite sink's fallbacks:
+    the batch in one savepoint; if that fails, row by row, a row that still fails replaced by its
+    placeholder; if even that fails, the table is unwritable and the batch is raised to be retried."""
+
+    def __init__(self, url: str, *, schema: str | None = None, connect_timeout_seconds: int = 5) -> None:
+        self._url = url
+        self._schema = schema
+        self._connect_timeout = connect_timeout_seconds
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            conn = psycopg.connect(
+                self._url,
+                autocommit=True,
+                connect_timeout=self._connect_timeout,
+                application_name="aml-mcp-audit",
+            )
+            if self._schema is not None:
+                conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(self._schema)))
+            self._conn = conn
+        return self._conn
+
+    def write_batch(self, events: Sequence[AuditEvent]) -> int:
+        prepared = [prepare_row(event) for event in events]
+        if not prepared:
+            return 0
+        try:
+            conn = self._connection()
+            with conn.transaction():
+                return _insert(conn, prepared)
+        except psycopg.Error:
+            self.close()  # a fresh connection for the retry
+            raise
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+def _insert(conn: psycopg.Connection[Any], prepared: Sequence[tuple[AuditEvent, Any, Any]]) -> int:
+    rows = [_with_lookups(row) for _, row, _ in prepared if row is not None]
+    if len(rows) == len(prepared):
+        try:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany(_INSERT, rows)
+            return 0
+        except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError):
+            pass  # some row is bad: find it below, row by row
+    placeholders = 0
+    for event, row, error in prepared:
+        if row is not None:
+            try:
+                with conn.transaction():
+                    conn.execute(_INSERT, _with_lookups(row))
+                continue
+            except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as failure:
+                error = failure
+        fallback = row_of(fallback_record(event, error or ValueError("unformattable")))
+        conn.execute(_INSERT, _with_lookups(tuple(_without_nul(value) for value in fallback)))
+        placeholders += 1
+    if placeholders:
+        logger.error("audit: %d event(s) could not be stored and were replaced by placeholders", placeholders)
+    return placeholders
+
+
+def _with_lookups(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The row plus the columns `bank_events` selects by, taken from its `detail` JSON."""
+    detail = json.loads(row[-1]) if row[-1] else {}
+    unverified = detail.get("unverified") if isinstance(detail, dict) else None
+    jti = unverified.get("jti") if isinstance(unverified, dict) else None
+    trace = detail.get("trace_id") if isinstance(detail, dict) else None
+    return (
+        *row,
+        unverified is not None,
+        _without_nul(jti) if isinstance(jti, str) else None,
+        _without_nul(trace) if isinstance(trace, str) else None,
+    )
+
+
+def _without_nul(value: Any) -> Any:
+    """PostgreSQL `TEXT` cannot hold NUL, which the placeholder keeps (it is ASCII): escape it."""
+    return value.replace("\x00", "\\x00") if isinstance(value, str) else value
+
+
+def _event(row: Sequence[Any]) -> dict[str, Any]:
+    event = dict(zip(COLUMNS, row, strict=True))
+    if event["detail"]:
+        event["detail"] = json.loads(event["detail"])
+    return event
+
+
+class PostgresAuditReader:
+    """The queries on the trail (`recent_events`, `bank_events`), on the shared database."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self.database = database
+
+    async def recent_events(self, limit: int) -> list[dict[str, Any]]:
+        rows = await self.database.execute(
+            f"SELECT {', '.join(COLUMNS)} FROM audit_events ORDER BY seq DESC LIMIT %s",  # noqa: S608
+            (limit,),
+        )
+        return [_event(row) for row in reversed(rows)]
+
+    async def bank_events(
+        self,
+        *,
+        tenant: str,
+        after: int = 0,
+        limit: int = 100,
+        decision: str | None = None,
+        subject: str | None = None,
+        method: str | None = None,
+        except_method: str | None = None,
+        token_ids: Sequence[str] = (),
+        anonymous_traces: Sequence[str] = (),
+    ) -> list[dict[str, Any]]:
+        """Same selection as `table.bank_events` (see there for whose events are whose)."""
+        token_ids = list(token_ids)
+        mine = "tenant = %s"
+        params: list[Any] = [tenant]
+        if token_ids:
+            mine += " OR token_id = ANY(%s) OR (tenant IS NULL AND unverified_jti = ANY(%s))"
+            params += [token_ids, token_ids]
+        traces = list(anonymous_traces)
+        if traces:
+            mine += (
+                " OR (tenant IS NULL AND subject IS NULL AND token_id IS NULL"
+                " AND NOT unverified AND trace_id = ANY(%s))"
+            )
+            params.append(traces)
+        where = [f"({mine})", "seq > %s"]
+        params.append(after)
+        for column, value in (("decision", decision), ("subject", subject), ("method", method)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                params.append(value)
+        if except_method is not None:
+            where.append("method IS DISTINCT FROM %s")
+            params.append(except_method)
+        query = (
+            f"SELECT {', '.join(COLUMNS)} FROM audit_events WHERE {' AND '.join(where)}"  # noqa: S608
+            " ORDER BY seq DESC LIMIT %s"
+        )
+        params.append(limit)
+        rows = await self.database.execute(query, params)
+        return [_event(row) for row in reversed(rows)]

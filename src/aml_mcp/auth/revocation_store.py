@@ -1,0 +1,106 @@
+"""Where revocations are kept: the `RevocationStore` protocol and its SQLite implementation.
+
+`RevocationList` keeps the whole list in memory and only needs four things from storage: add,
+lift, list, and a cheap fingerprint that changes whenever the list does. SQLite serves one host
+(every process on the data directory); `postgres_revocations.py` serves replicas on one database.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Protocol
+
+import anyio
+
+from aml_mcp.store.sqlite import SqliteDatabase
+
+REVOCATION_COMPONENT = "auth"
+REVOCATION_MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE auth_revocations (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL CHECK (kind IN ('jti', 'subject')),
+        issuer TEXT NOT NULL,
+        value TEXT NOT NULL,
+        revoked_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+        note TEXT,
+        UNIQUE (kind, issuer, value)
+    );
+    """
+]
+"""`issuer` is '' for a `jti` revoked whatever its issuer."""
+
+Fingerprint = tuple[int, int]
+"""(row count, highest sequence number): differs whenever a row was added or removed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    kind: str
+    issuer: str
+    value: str
+    revoked_at: str
+    note: str | None
+
+
+class RevocationStore(Protocol):
+    async def add(self, kind: str, issuer: str, value: str, note: str | None) -> None:
+        """Record a revocation (idempotent: an existing one stays as it was)."""
+        ...
+
+    async def lift(self, kind: str, issuer: str, value: str) -> bool:
+        """Remove a revocation; whether there was one."""
+        ...
+
+    async def entries(self) -> list[Revocation]:
+        """Every revocation, oldest first."""
+        ...
+
+    async def fingerprint(self) -> Fingerprint:
+        """A cheap value that changes whenever the list does."""
+        ...
+
+
+class SqliteRevocationStore:
+    """Revocations in the `auth_revocations` table of the data directory's SQLite file."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self.database = database
+        self._threads = anyio.CapacityLimiter(1)
+        """Reads get a worker thread of their own: a revocation must take effect within the refresh
+        interval even while anonymous or slow work occupies every thread of the shared pool."""
+
+    @staticmethod
+    def _fingerprint_of(conn: sqlite3.Connection) -> Fingerprint:
+        row = conn.execute("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM auth_revocations").fetchone()
+        return int(row[0]), int(row[1])
+
+    async def fingerprint(self) -> Fingerprint:
+        return await self.database.read(self._fingerprint_of, limiter=self._threads)
+
+    async def entries(self) -> list[Revocation]:
+        def query(conn: sqlite3.Connection) -> list[tuple[str, str, str, str, str | None]]:
+            return conn.execute(
+                "SELECT kind, issuer, value, revoked_at, note FROM auth_revocations ORDER BY seq"
+            ).fetchall()
+
+        return [Revocation(*row) for row in await self.database.read(query, limiter=self._threads)]
+
+    async def add(self, kind: str, issuer: str, value: str, note: str | None) -> None:
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR IGNORE INTO auth_revocations (kind, issuer, value, note) VALUES (?, ?, ?, ?)",
+                (kind, issuer, value, note),
+            )
+
+        await self.database.write(insert)
+
+    async def lift(self, kind: str, issuer: str, value: str) -> bool:
+        def delete(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "DELETE FROM auth_revocations WHERE kind = ? AND issuer = ? AND value = ?",
+                (kind, issuer, value),
+            ).rowcount
+
+        return await self.database.write(delete) > 0
