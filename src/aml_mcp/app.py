@@ -137,6 +137,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         bus=local_bus,
         shared=shared,
         clock=clock,
+        run_bodies=settings.role == "all",
     )
     followed = FollowedTasks()
     bus: EventBus

@@ -28,6 +28,7 @@ from aml_mcp.subscriptions.bus import EventBus
 from aml_mcp.tasks import postgres_store
 from aml_mcp.tasks.clock import Clock, SystemClock
 from aml_mcp.tasks.db_clock import DatabaseClock
+from aml_mcp.tasks.deferred import DeferredExecution
 from aml_mcp.tasks.handlers import TaskHandlers
 from aml_mcp.tasks.retention import Sweeper
 from aml_mcp.tasks.runner import TaskRunner
@@ -50,6 +51,8 @@ class Tasks:
     """Schemas in the SQLite file (none when the tasks live on PostgreSQL)."""
     shared_migrations: Sequence[Migration] = ()
     """Schemas on PostgreSQL, applied once the shared database is open."""
+    runs_bodies: bool = True
+    """False for an API-only process: the runner never starts, workers run the bodies."""
     database_clock: DatabaseClock | None = None
     """On PostgreSQL: the clock every process reads, synced before the runner starts."""
     routes: Sequence[BaseRoute] = ()
@@ -72,7 +75,8 @@ class Tasks:
         """Runner and sweeper for the app's lifetime (enter after migrations, while the database is open)."""
         if self.database_clock is not None:
             await self.database_clock.sync()
-        async with anyio.create_task_group() as group, self.runner.running():
+        runner = self.runner.running() if self.runs_bodies else contextlib.nullcontext()
+        async with anyio.create_task_group() as group, runner:
             group.start_soon(self.sweeper.run)
             if self.database_clock is not None:
                 group.start_soon(self.database_clock.run)
@@ -91,14 +95,18 @@ def build_tasks(
     bus: EventBus | None,
     shared: PostgresDatabase | None = None,
     clock: Clock | None = None,
+    run_bodies: bool = True,
 ) -> Tasks:
     """Tasks on `shared` (PostgreSQL) when given, else in `database` (SQLite).
 
     On SQLite every committed status change is published on `bus` by this process. On PostgreSQL
     the store announces each change itself, inside its transaction (NOTIFY), and a `PgEventBus`
     built on `following.changed` delivers it in every process: `bus` is not used. Time is then the
-    database's (`DatabaseClock`) unless `clock` is given.
+    database's (`DatabaseClock`) unless `clock` is given. Without `run_bodies` (PostgreSQL only)
+    tasks are created unleased and left for worker processes to claim.
     """
+    if not run_bodies and shared is None:
+        raise ValueError("only tasks on a shared database can be left for workers")
     if shared is not None:
         database_clock = DatabaseClock(shared.now_ms) if clock is None else None
         clock = clock or database_clock
@@ -113,6 +121,7 @@ def build_tasks(
             migrations=(),
             shared_migrations=(postgres_store.MIGRATION,),
             database_clock=database_clock,
+            run_bodies=run_bodies,
         )
     if bus is None:
         raise ValueError("tasks on SQLite publish their changes on an event bus")
@@ -127,15 +136,17 @@ def _assemble(
     tools: ToolRegistry,
     audit: AuditRecorder,
     clock: Clock,
+    run_bodies: bool = True,
     **storage: Any,
 ) -> Tasks:
     runner = TaskRunner(store, tools, settings, clock)
-    service = TaskService(store, runner, settings, clock)
+    service = TaskService(store, runner if run_bodies else DeferredExecution(), settings, clock)
     return Tasks(
         handlers=TaskHandlers(service, audit, settings.poll_interval_ms),
         service=service,
         runner=runner,
         sweeper=Sweeper(store, clock, settings.sweep_interval_ms),
         following=FollowableTasks(store, clock, settings.poll_interval_ms),
+        runs_bodies=run_bodies,
         **storage,
     )
