@@ -53,6 +53,7 @@ from aml_mcp.subscriptions.listen import ListenHandler, ListenParams, listen_sco
 from aml_mcp.subscriptions.policy import CredentialPolicy
 from aml_mcp.subscriptions.postgres_bus import PgEventBus
 from aml_mcp.tasks.clock import Clock
+from aml_mcp.tasks.postgres_store import CREATED_CHANNEL
 from aml_mcp.tasks.wiring import build_tasks
 
 logger = logging.getLogger(__name__)
@@ -148,6 +149,11 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         # Task changes committed by any process reach this process's streams through the database.
         pg_bus = PgEventBus(shared, resolve=tasks.following.changed, followed=followed)
         bus = pg_bus
+        if tasks.runs_bodies:
+            # Tasks an API-only replica created wake this runner at once; a resync (reconnect,
+            # when signals may have been missed) claims too.
+            pg_bus.on_signal(CREATED_CHANNEL, tasks.runner.wake)
+            pg_bus.on_resync(_waking(tasks.runner.wake))
         components.append(Parts(lifetime=lambda: _shared_lifetime(shared, tasks.shared_migrations)))
         components.append(Parts(lifetime=pg_bus.running))
     scope_rules = ScopeRules(
@@ -319,6 +325,13 @@ def _simulation(dev: DevAuth) -> Simulation:
         return minted.token, minted.jti
 
     return Simulation(mint, banks=sorted({user.tenant for user in UserDirectory()}))
+
+
+def _waking(wake: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    async def hook() -> None:
+        wake()
+
+    return hook
 
 
 def _reporting(problem: Callable[[], Awaitable[str | None]]) -> ReadinessProbe:
