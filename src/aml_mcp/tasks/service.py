@@ -49,6 +49,29 @@ class Execution(Protocol):
         """New input responses were stored: wake the body if it waits for them here."""
 
 
+class DeferredExecution:
+    """The `Execution` of a process that answers requests but runs no bodies (`role = "api"`).
+
+    Its tasks are created with no lease holder, so the first worker that claims them runs them
+    (that claim counts as the first attempt). Cancellation and answers are stored by the service
+    and reach the holding worker with its next heartbeat, so nothing is signalled here.
+    """
+
+    @property
+    def holder(self) -> None:
+        """No holder: the task is claimable from the moment it commits."""
+        return None
+
+    def submit(self, task: TaskRecord) -> None:
+        """Nothing to start here: a worker claims the committed row."""
+
+    def cancel_requested(self, task_id: str) -> None:
+        """The stored request reaches the holding worker with its next heartbeat."""
+
+    def answers_arrived(self, task_id: str) -> None:
+        """The stored answers reach the holding worker with its next heartbeat."""
+
+
 class UpdateVerdict(StrEnum):
     NOT_FOUND = "not_found"
     ACCEPTED = "accepted"

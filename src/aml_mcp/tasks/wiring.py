@@ -28,11 +28,10 @@ from aml_mcp.subscriptions.bus import EventBus
 from aml_mcp.tasks import postgres_store
 from aml_mcp.tasks.clock import Clock, SystemClock
 from aml_mcp.tasks.db_clock import DatabaseClock
-from aml_mcp.tasks.deferred import DeferredExecution
 from aml_mcp.tasks.handlers import TaskHandlers
 from aml_mcp.tasks.retention import Sweeper
 from aml_mcp.tasks.runner import TaskRunner
-from aml_mcp.tasks.service import TaskService
+from aml_mcp.tasks.service import DeferredExecution, TaskService
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
 from aml_mcp.tasks.store import TaskStore
