@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
@@ -38,6 +39,7 @@ from aml_mcp.http.endpoint import Admission, McpEndpoint
 from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import NotReady, ReadinessProbe, healthz, readyz
 from aml_mcp.http.limits import HeaderLimits
+from aml_mcp.http.prometheus import CountRequests, ServerMetrics, metrics_endpoint
 from aml_mcp.lab.simulation import Simulation
 from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_url
 from aml_mcp.protocol.server import build_server
@@ -52,6 +54,7 @@ from aml_mcp.subscriptions.followed import FollowedTasks
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams, listen_scope_rule
 from aml_mcp.subscriptions.policy import CredentialPolicy
 from aml_mcp.subscriptions.postgres_bus import PgEventBus
+from aml_mcp.tasks import postgres_store
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.postgres_store import CREATED_CHANNEL
 from aml_mcp.tasks.wiring import build_tasks
@@ -104,6 +107,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         else None
     )
     local_bus = LocalEventBus() if shared is None else None
+    metrics = ServerMetrics(CollectorRegistry())
     audit = build_audit(
         database,
         data_dir=data_dir,
@@ -139,6 +143,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         shared=shared,
         clock=clock,
         run_bodies=settings.role == "all",
+        on_claimed=lambda task, now: metrics.claimed(task.created_at, task.attempts, now),
     )
     followed = FollowedTasks()
     bus: EventBus
@@ -154,6 +159,14 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
             # when signals may have been missed) claims too.
             pg_bus.on_signal(CREATED_CHANNEL, tasks.runner.wake)
             pg_bus.on_resync(_waking(tasks.runner.wake))
+        metrics.count_tasks_with(lambda: postgres_store.count_by_status(shared))
+        metrics.counters(
+            lambda: {
+                "aml_mcp_bus_reconnects": ("Event bus listener reconnects", max(0, pg_bus.connects - 1)),
+                "aml_mcp_bus_resyncs": ("Event bus resyncs (streams re-read current state)", pg_bus.resyncs),
+                "aml_mcp_bus_notifications": ("Task notifications received", pg_bus.received),
+            }
+        )
         components.append(Parts(lifetime=lambda: _shared_lifetime(shared, tasks.shared_migrations)))
         components.append(Parts(lifetime=pg_bus.running))
     scope_rules = ScopeRules(
@@ -223,6 +236,9 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         followed=followed,
     )
     runtime.shutdown_hooks.append(listen.close_all)
+    metrics.gauge(
+        "aml_mcp_listen_streams_open", "Open subscriptions/listen streams", lambda: listen.open_streams
+    )
     if shared is not None:
         pg_bus.on_resync(listen.resync)
 
@@ -278,7 +294,8 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     middleware = [
         Middleware(
             HeaderLimits, max_count=settings.http.max_header_count, max_bytes=settings.http.max_header_bytes
-        )
+        ),
+        Middleware(CountRequests, metrics=metrics),
     ]
     if settings.dns_rebinding_protection:
         middleware.append(
@@ -292,6 +309,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         Route("/mcp", endpoint),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz(probes), methods=["GET"]),
+        Route("/metrics", metrics_endpoint(metrics, remote=settings.metrics_remote), methods=["GET"]),
     ]
     routes += [route for component in components for route in component.routes]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
@@ -299,6 +317,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     app.state.settings = settings
     app.state.listen = listen
     app.state.audit = audit.log
+    app.state.metrics = metrics
     return app
 
 

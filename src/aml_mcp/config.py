@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     from `database_url` (needed for `api`: a task nobody shares would never run).
 
     Default: `all`."""
+    metrics_remote: bool = False
+    """Serve `/metrics` to any client, not only loopback ones. Keep it off unless the network path to
+    the port is itself restricted: the metrics show which tools are used and how much."""
     public_url: str | None = None
     """This server's canonical MCP endpoint URI (the RFC 8707 resource): the audience every token must
     carry. Set it when clients reach the server under another name than HOST:PORT (a proxy, a DNS name).

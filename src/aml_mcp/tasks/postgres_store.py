@@ -475,3 +475,9 @@ class PostgresTaskStore:
             (now_ms, limit),
         )
         return len(rows)
+
+
+async def count_by_status(database: PostgresDatabase) -> dict[str, int]:
+    """Tasks by status (expired ones not yet swept included): for `/metrics`."""
+    rows = await database.execute("SELECT status, COUNT(*) FROM tasks GROUP BY status")
+    return {str(status): int(count) for status, count in rows}

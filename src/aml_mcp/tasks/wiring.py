@@ -10,7 +10,7 @@ advertise, and what listen streams need to follow tasks.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from aml_mcp.tasks import postgres_store
 from aml_mcp.tasks.clock import Clock, SystemClock
 from aml_mcp.tasks.db_clock import DatabaseClock
 from aml_mcp.tasks.handlers import TaskHandlers
+from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.retention import Sweeper
 from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import DeferredExecution, TaskService
@@ -95,6 +96,7 @@ def build_tasks(
     shared: PostgresDatabase | None = None,
     clock: Clock | None = None,
     run_bodies: bool = True,
+    on_claimed: Callable[[TaskRecord, int], None] | None = None,
 ) -> Tasks:
     """Tasks on `shared` (PostgreSQL) when given, else in `database` (SQLite).
 
@@ -121,12 +123,13 @@ def build_tasks(
             shared_migrations=(postgres_store.MIGRATION,),
             database_clock=database_clock,
             run_bodies=run_bodies,
+            on_claimed=on_claimed,
         )
     if bus is None:
         raise ValueError("tasks on SQLite publish their changes on an event bus")
     clock = clock or SystemClock()
     store = PublishingTaskStore(SqliteTaskStore(database), bus, clock, settings.poll_interval_ms)
-    return _assemble(settings, store, tools, audit, clock)
+    return _assemble(settings, store, tools, audit, clock, on_claimed=on_claimed)
 
 
 def _assemble(
@@ -136,9 +139,10 @@ def _assemble(
     audit: AuditRecorder,
     clock: Clock,
     run_bodies: bool = True,
+    on_claimed: Callable[[TaskRecord, int], None] | None = None,
     **storage: Any,
 ) -> Tasks:
-    runner = TaskRunner(store, tools, settings, clock)
+    runner = TaskRunner(store, tools, settings, clock, on_claimed=on_claimed)
     service = TaskService(store, runner if run_bodies else DeferredExecution(), settings, clock)
     return Tasks(
         handlers=TaskHandlers(service, audit, settings.poll_interval_ms),
