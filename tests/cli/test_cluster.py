@@ -113,3 +113,10 @@ def test_tasks_survive_kill_9_of_a_replica_and_a_worker_during_a_burst(cluster: 
                 )
                 assert state["status"] == "completed", state
                 assert state["result"]["content"][0]["text"] == label, state
+        # Every replica reads the shared store for /metrics: each counts every task.
+        with httpx.Client(timeout=10) as client:
+            text = client.get(f"http://127.0.0.1:{port}/metrics").text
+        completed = [
+            line for line in text.splitlines() if line.startswith('aml_mcp_tasks{status="completed"}')
+        ]
+        assert completed and float(completed[0].split()[-1]) >= len(created), completed
