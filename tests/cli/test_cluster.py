@@ -10,6 +10,7 @@ one PostgreSQL schema, all real processes started by `aml-mcp cluster`'s own cod
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,7 +22,8 @@ import httpx
 import pytest
 
 from aml_mcp.cli.cluster import Cluster, haproxy_config, running_cluster
-from tests.support.mcp_http import create, get
+from tests.subscriptions.test_listen_http import listening
+from tests.support.mcp_http import WITH_TASKS, create, get
 from tests.support.postgres import check_reachable, database_url
 from tests.support.waiting import eventually
 
@@ -120,3 +122,42 @@ def test_tasks_survive_kill_9_of_a_replica_and_a_worker_during_a_burst(cluster: 
             line for line in text.splitlines() if line.startswith('aml_mcp_tasks{status="completed"}')
         ]
         assert completed and float(completed[0].split()[-1]) >= len(created), completed
+
+
+def _open_streams(port: int) -> float:
+    with httpx.Client(timeout=5) as client:
+        text = client.get(f"http://127.0.0.1:{port}/metrics").text
+    lines = [line for line in text.splitlines() if line.startswith("aml_mcp_listen_streams_open ")]
+    return float(lines[0].split()[-1]) if lines else 0.0
+
+
+def test_a_listen_stream_on_a_killed_replica_reconnects_and_gets_current_state_first(
+    cluster: Cluster,
+) -> None:
+    base = cluster.url.removesuffix("/mcp")
+    with httpx.Client(base_url=base, timeout=httpx.Timeout(10, read=30)) as client:
+        task_id = create(client, "slow_compute", {"seconds": 6, "label": "survivor"})["taskId"]
+        with listening(client, {"taskIds": [task_id]}, capabilities=WITH_TASKS) as stream:
+            assert stream.next() is not None  # the acknowledgement
+            first = stream.next(timeout=10)
+            assert first is not None and first["params"]["status"] == "working"
+            holders = [
+                (port, proc)
+                for port, proc in cluster.replicas
+                if _open_streams(port) == 1  # found by /metrics
+            ]
+            assert len(holders) == 1, holders
+            holders[0][1].send_signal(signal.SIGKILL)
+            with contextlib.suppress(httpx.HTTPError):  # the stream ends with its replica
+                assert stream.next(timeout=15) is None
+        # Reconnect through the balancer: the dead replica is skipped, the current state comes first.
+        with listening(client, {"taskIds": [task_id]}, capabilities=WITH_TASKS) as again:
+            assert again.next() is not None
+            current = again.next(timeout=10)
+            assert current is not None and current["method"] == "notifications/tasks"
+            assert current["params"]["taskId"] == task_id
+            assert current["params"]["status"] in ("working", "completed")
+            while current["params"]["status"] != "completed":
+                current = again.next(timeout=20)
+                assert current is not None
+            assert current["params"]["taskId"] == task_id
