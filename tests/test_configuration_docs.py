@@ -54,6 +54,7 @@ SAMPLES: dict[str, str] = {
     "AML_MCP_AUTH__INTROSPECTION__ISSUER": "https://sso.bank.example",
     "AML_MCP_DATABASE_URL": "postgresql://aml@db.bank.example:5432/aml",
     "AML_MCP_DATABASE_SCHEMA": "aml_prod",
+    "AML_MCP_ROLE": "api",
 }
 """Values for variables whose type alone does not give a valid one (a URL, an import path, JSON)."""
 
@@ -241,6 +242,8 @@ def test_every_variable_the_page_names_takes_effect(env_name: str, monkeypatch: 
     if env_name.startswith("AML_MCP_AUTH__INTROSPECTION__"):
         for name, value in INTROSPECTION_KEYS.items():
             monkeypatch.setenv(name, value)
+    if env_name == "AML_MCP_ROLE":  # an API-only replica needs the shared database
+        monkeypatch.setenv("AML_MCP_DATABASE_URL", SAMPLES["AML_MCP_DATABASE_URL"])
     raw = _sample(env_name, info)
     monkeypatch.setenv(env_name, raw)
     adapter: TypeAdapter[Any] = TypeAdapter(info.annotation)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
@@ -43,6 +44,7 @@ from aml_mcp.http.endpoint import Admission, McpEndpoint
 from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import NotReady, ReadinessProbe, healthz, readyz
 from aml_mcp.http.limits import HeaderLimits
+from aml_mcp.http.prometheus import CountRequests, ServerMetrics, metrics_endpoint
 from aml_mcp.lab.simulation import Simulation
 from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_url
 from aml_mcp.protocol.server import build_server
@@ -57,7 +59,9 @@ from aml_mcp.subscriptions.followed import FollowedTasks
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams, listen_scope_rule
 from aml_mcp.subscriptions.policy import CredentialPolicy
 from aml_mcp.subscriptions.postgres_bus import PgEventBus
+from aml_mcp.tasks import postgres_store
 from aml_mcp.tasks.clock import Clock
+from aml_mcp.tasks.postgres_store import CREATED_CHANNEL
 from aml_mcp.tasks.wiring import build_tasks
 
 logger = logging.getLogger(__name__)
@@ -114,6 +118,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         if settings.database_url is None
         else PostgresSecrets(settings.database_url, schema=settings.database_schema)
     )
+    metrics = ServerMetrics(CollectorRegistry())
     audit = build_audit(
         database,
         data_dir=data_dir,
@@ -156,6 +161,8 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         bus=local_bus,
         shared=shared,
         clock=clock,
+        run_bodies=settings.role == "all",
+        on_claimed=lambda task, now: metrics.claimed(task.created_at, task.attempts, now),
     )
     followed = FollowedTasks()
     bus: EventBus
@@ -166,6 +173,19 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         # Task changes committed by any process reach this process's streams through the database.
         pg_bus = PgEventBus(shared, resolve=tasks.following.changed, followed=followed)
         bus = pg_bus
+        if tasks.runs_bodies:
+            # Tasks an API-only replica created wake this runner at once; a resync (reconnect,
+            # when signals may have been missed) claims too.
+            pg_bus.on_signal(CREATED_CHANNEL, tasks.runner.wake)
+            pg_bus.on_resync(_waking(tasks.runner.wake))
+        metrics.count_tasks_with(lambda: postgres_store.count_by_status(shared))
+        metrics.counters(
+            lambda: {
+                "aml_mcp_bus_reconnects": ("Event bus listener reconnects", max(0, pg_bus.connects - 1)),
+                "aml_mcp_bus_resyncs": ("Event bus resyncs (streams re-read current state)", pg_bus.resyncs),
+                "aml_mcp_bus_notifications": ("Task notifications received", pg_bus.received),
+            }
+        )
         shared_migrations = [
             *tasks.shared_migrations,
             postgres_revocations.MIGRATION,
@@ -246,6 +266,9 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         followed=followed,
     )
     runtime.shutdown_hooks.append(listen.close_all)
+    metrics.gauge(
+        "aml_mcp_listen_streams_open", "Open subscriptions/listen streams", lambda: listen.open_streams
+    )
     if shared is not None:
         pg_bus.on_resync(listen.resync)
 
@@ -301,7 +324,8 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     middleware = [
         Middleware(
             HeaderLimits, max_count=settings.http.max_header_count, max_bytes=settings.http.max_header_bytes
-        )
+        ),
+        Middleware(CountRequests, metrics=metrics),
     ]
     if settings.dns_rebinding_protection:
         middleware.append(
@@ -315,6 +339,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         Route("/mcp", endpoint),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz(probes, details), methods=["GET"]),
+        Route("/metrics", metrics_endpoint(metrics, remote=settings.metrics_remote), methods=["GET"]),
     ]
     routes += [route for component in components for route in component.routes]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
@@ -322,6 +347,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     app.state.settings = settings
     app.state.listen = listen
     app.state.audit = audit.log
+    app.state.metrics = metrics
     return app
 
 
@@ -348,6 +374,13 @@ def _simulation(dev: DevAuth) -> Simulation:
         return minted.token, minted.jti
 
     return Simulation(mint, banks=sorted({user.tenant for user in UserDirectory()}))
+
+
+def _waking(wake: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    async def hook() -> None:
+        wake()
+
+    return hook
 
 
 def _reporting(problem: Callable[[], Awaitable[str | None]]) -> ReadinessProbe:

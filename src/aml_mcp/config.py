@@ -14,7 +14,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
@@ -84,6 +84,15 @@ class Settings(BaseSettings):
     database_pool_size: int = Field(default=10, gt=0, le=1000)
     """Most pooled connections this process opens to `database_url` (it adds one listener
     connection). Replicas x (pool + 1) must stay below the server's `max_connections`."""
+    role: Literal["all", "api"] = "all"
+    """What this process does (`--role`): `all` answers requests and runs task bodies; `api` answers
+    requests only and leaves every task it creates for `aml-mcp worker` processes, which claim them
+    from `database_url` (needed for `api`: a task nobody shares would never run).
+
+    Default: `all`."""
+    metrics_remote: bool = False
+    """Serve `/metrics` to any client, not only loopback ones. Keep it off unless the network path to
+    the port is itself restricted: the metrics show which tools are used and how much."""
     public_url: str | None = None
     """This server's canonical MCP endpoint URI (the RFC 8707 resource): the audience every token must
     carry. Set it when clients reach the server under another name than HOST:PORT (a proxy, a DNS name).
@@ -146,6 +155,14 @@ class Settings(BaseSettings):
         if level not in {"critical", "error", "warning", "info", "debug"}:
             raise ValueError("log_level must be one of critical, error, warning, info, debug")
         return level
+
+    @model_validator(mode="after")
+    def _api_role_shares_tasks(self) -> Settings:
+        if self.role == "api" and self.database_url is None:
+            raise ValueError(
+                "role 'api' needs database_url: its tasks are run by workers sharing that database"
+            )
+        return self
 
     @model_validator(mode="after")
     def _lab_signs_in(self) -> Settings:

@@ -8,7 +8,17 @@ import os
 import sys
 from collections.abc import Sequence
 
-from aml_mcp.cli import audit_tail, calls, case_notes, conformance_client, dev_issuer, serve, tokens
+from aml_mcp.cli import (
+    audit_tail,
+    calls,
+    case_notes,
+    cluster,
+    conformance_client,
+    dev_issuer,
+    serve,
+    tokens,
+    worker,
+)
 from aml_mcp.cli.logs import configure_logging
 from aml_mcp.cli.startup import EXIT_SETTINGS, describe
 
@@ -23,7 +33,17 @@ EXIT_INTERRUPTED = 130
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aml-mcp", description="The aml-mcp server and its tools.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in (serve, case_notes, tokens, audit_tail, dev_issuer, calls, conformance_client):
+    for group in (
+        serve,
+        worker,
+        cluster,
+        case_notes,
+        tokens,
+        audit_tail,
+        dev_issuer,
+        calls,
+        conformance_client,
+    ):
         group.add_commands(commands)
     return parser
 

@@ -115,7 +115,15 @@ def run_server(app: Starlette, settings: Settings, sock: socket.socket | None = 
 
 
 def _serve(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config, host=args.host, port=args.port, data_dir=args.data_dir)
+    settings = load_settings(
+        args.config,
+        host=args.host,
+        port=args.port,
+        data_dir=args.data_dir,
+        database_url=args.database_url,
+        public_url=args.public_url,
+        role=args.role,
+    )
     refusal = serve_refusal(settings)
     if refusal is not None:
         print(refusal, file=sys.stderr)
@@ -276,6 +284,7 @@ def _conformance_server(args: argparse.Namespace) -> int:
         data_dir=data_dir,
         log_level="warning",
         auth=AuthSettings(enabled=False),
+        **shared_options(args),
     )
     check_data_dir(settings)
     with _listening(settings) as (settings, sock):
@@ -286,12 +295,33 @@ def _conformance_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def shared_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`--database-url`, `--public-url` and `--role` as settings, only those given (the rest come
+    from the environment, e.g. `AML_MCP_DATABASE_URL`)."""
+    given = {"database_url": args.database_url, "public_url": args.public_url, "role": args.role}
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url",
+        help="shared PostgreSQL database (postgresql://...): several processes share the tasks",
+    )
+    parser.add_argument("--public-url", help="the MCP endpoint URL clients use (e.g. the load balancer's)")
+    parser.add_argument(
+        "--role",
+        choices=("all", "api"),
+        help="all: answer requests and run task bodies (default); api: answer only, workers run the tasks",
+    )
+
+
 def add_commands(commands: Any) -> None:
     serve = commands.add_parser("serve", help="serve MCP at /mcp")
     serve.add_argument("--host", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8000)")
     serve.add_argument("--data-dir", type=Path, help="where everything is persisted (default ./var)")
     serve.add_argument("--config", type=Path, help="a TOML settings file")
+    _add_cluster_options(serve)
     serve.set_defaults(run=_serve)
 
     fixture = commands.add_parser(
@@ -299,4 +329,5 @@ def add_commands(commands: Any) -> None:
     )
     fixture.add_argument("--port", type=int, default=3001)
     fixture.add_argument("--data-dir", type=Path, help="default: a fresh temporary directory")
+    _add_cluster_options(fixture)
     fixture.set_defaults(run=_conformance_server)

@@ -47,7 +47,17 @@ logger = logging.getLogger(__name__)
 TASK_CHANNEL = "aml_task_events"
 """The task store's channel (`tasks.postgres_store.CHANNEL`), as this deployment names it."""
 Resolver = Callable[[str, Owner], Awaitable[Event | None]]
+Signal = Callable[[], None]
+"""Called for each notification on an extra channel (`on_signal`): a wake-up, the payload unread."""
 Resync = Callable[[], Awaitable[None]]
+
+
+def _signal(hooks: dict[object, Signal]) -> None:
+    for hook in list(hooks.values()):
+        try:
+            hook()
+        except Exception:
+            logger.exception("a signal hook raised; the others still run")
 
 
 def listener_name(schema: str | None) -> str:
@@ -99,6 +109,7 @@ class PgEventBus:
         self._channel_hooks: dict[
             str, tuple[Resync, MemoryObjectSendStream[None], MemoryObjectReceiveStream[None]]
         ] = {}
+        self._signals: dict[str, dict[object, Signal]] = {}
         self._connection: psycopg.AsyncConnection[Any] | None = None
         self.ready = anyio.Event()
         """Set once LISTEN is first in place (streams opened before that still get current state)."""
@@ -132,6 +143,21 @@ class PgEventBus:
         """
         send, receive = anyio.create_memory_object_stream[None](1)
         self._channel_hooks[channel] = (hook, send, receive)
+
+    def on_signal(self, channel: str, hook: Signal) -> Callable[[], None]:
+        """Call `hook` on every notification of `channel` (this deployment's, as
+        `PostgresDatabase.channel` names it), on the same listener connection (no extra connection
+        per process). Register before `running()`:
+        channels are LISTENed to when the connection is made. Nothing is replayed after a reconnect,
+        so pair it with `on_resync` when a missed signal matters. Returns an idempotent remove."""
+        hooks = self._signals.setdefault(channel, {})
+        token = object()
+        hooks[token] = hook
+
+        def remove() -> None:
+            hooks.pop(token, None)
+
+        return remove
 
     @property
     def backend_pid(self) -> int | None:
@@ -180,13 +206,18 @@ class PgEventBus:
                 await conn.execute(
                     sql.SQL("LISTEN {}").format(sql.Identifier(self._db.channel(TASK_CHANNEL)))
                 )
-                for channel in self._channel_hooks:
+                signals = {self._db.channel(name): hooks for name, hooks in self._signals.items()}
+                for channel in [*self._channel_hooks, *signals]:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                 self.connects += 1
                 self.ready.set()
                 await self._resync()
                 while True:
                     async for notify in conn.notifies(timeout=self._liveness):
+                        hooks = signals.get(notify.channel)
+                        if hooks is not None:
+                            _signal(hooks)
+                            continue
                         self.received += 1
                         hooked = self._channel_hooks.get(notify.channel)
                         if hooked is not None:

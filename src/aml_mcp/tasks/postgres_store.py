@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
 
 COMPONENT = "tasks"
 CHANNEL = "aml_task_events"
+CREATED_CHANNEL = "aml_tasks_created"
+"""Signalled (no payload) in the transaction that creates an unleased task, so idle workers claim
+it at once instead of at their next claim poll."""
 """Where status changes are announced (`PostgresDatabase.channel` of it); payload
 `{"id", "v", "o": [issuer, subject, tenant, client]}`."""
 MAX_PAYLOAD_BYTES = 7_900
@@ -296,7 +299,12 @@ class PostgresTaskStore:
         )
         values = ", ".join(["%s"] * len(row))
         insert = f"INSERT INTO tasks ({_COLUMNS}) VALUES ({values})"  # noqa: S608
+        unleased = task.lease_holder is None
         if quota is None:
+            if unleased:  # one statement, so the signal goes out exactly when the row commits
+                signalled = f"WITH i AS ({insert} RETURNING 1) SELECT pg_notify(%s, '') FROM i"  # noqa: S608
+                await self._run(signalled, (*row, self._db.channel(CREATED_CHANNEL)))
+                return
             await self._run(insert, row)
             return
         # Counted and inserted in one statement, only if there is room; (tenant, principal, inserted).
@@ -324,6 +332,8 @@ class PostgresTaskStore:
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (tenant_lock_key(owner),))
                 cursor = await conn.execute(counted_insert, params)
                 counted = await cursor.fetchone()
+                if unleased and counted is not None and counted[2]:
+                    await conn.execute("SELECT pg_notify(%s, '')", (self._db.channel(CREATED_CHANNEL),))
         except Exception as exc:
             fault = self._fault(exc)
             if fault is None:
@@ -465,3 +475,9 @@ class PostgresTaskStore:
             (now_ms, limit),
         )
         return len(rows)
+
+
+async def count_by_status(database: PostgresDatabase) -> dict[str, int]:
+    """Tasks by status (expired ones not yet swept included): for `/metrics`."""
+    rows = await database.execute("SELECT status, COUNT(*) FROM tasks GROUP BY status")
+    return {str(status): int(count) for status, count in rows}

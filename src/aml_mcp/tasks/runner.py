@@ -118,6 +118,7 @@ class TaskRunner:
         *,
         holder: str | None = None,
         is_storage_fault: Callable[[BaseException], str | None] = storage_fault,
+        on_claimed: Callable[[TaskRecord, int], None] | None = None,
     ) -> None:
         self._store = store
         self._tools = tools
@@ -130,12 +131,16 @@ class TaskRunner:
             per_principal=settings.max_concurrent_per_principal,
         )
         self._storage_fault = is_storage_fault
+        self._on_claimed = on_claimed
+        """Told of every claimed task and the time of the claim (metrics: claim lag, takeovers)."""
         """Tells a body's own storage failure (the AML stores are SQLite files too) from its bugs."""
         self._jobs: dict[str, Job] = {}
         self._joinable: dict[str, Job] = {}
         """Per coalescing key, the job whose run identical tasks created meanwhile follow."""
         self._group: TaskGroup | None = None
         self._outage: dict[str, str] = {}
+        self._wake = anyio.Event()
+        """Set by `wake()`: claim now rather than at the next `claim_interval_ms`."""
 
     @property
     def holder(self) -> str:
@@ -405,7 +410,14 @@ class TaskRunner:
                 logger.exception("task recovery failed")
             else:
                 self._outage_ended("recovery")
-            await anyio.sleep(self._settings.claim_interval_ms / 1000)
+            with anyio.move_on_after(self._settings.claim_interval_ms / 1000):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+
+    def wake(self) -> None:
+        """Claim at once: a task was created for any runner to take (the claim poll is the backstop
+        for a signal that never arrives). Safe to call from the event loop at any rate."""
+        self._wake.set()
 
     async def recover_once(self) -> int:
         """Claim every task whose runner vanished and re-run or end each; returns how many were claimed.
@@ -422,10 +434,16 @@ class TaskRunner:
             )
             ending: list[tuple[TaskRecord, Outcome]] = []
             for task in claimed:
+                if self._on_claimed is not None:
+                    self._on_claimed(task, now)
                 verdict = self._verdict(task, self._tools.get(task.tool))
                 if verdict is None:
                     logger.info(
-                        "re-running task %s… of %s (attempt %d)", task.task_id[:8], task.tool, task.attempts
+                        "%s task %s… of %s (attempt %d)",
+                        "running" if task.attempts == 1 else "re-running",
+                        task.task_id[:8],
+                        task.tool,
+                        task.attempts,
                     )
                     self.submit(task)
                 else:
@@ -450,6 +468,8 @@ class TaskRunner:
             return cancelled()
         if tool is None:
             return failed(_internal_error(f"The tool {task.tool!r} is no longer available"))
+        if task.attempts == 1:
+            return None  # created unleased (an API-only replica) and never run: this is its first run
         if not tool.idempotent:
             return failed(
                 _internal_error("Task interrupted by a server restart"),

@@ -36,8 +36,8 @@ class Execution(Protocol):
     """What the service needs from whoever runs task bodies (the in-process runner today)."""
 
     @property
-    def holder(self) -> str:
-        """The lease-holder name new tasks are created under."""
+    def holder(self) -> str | None:
+        """The lease-holder name new tasks are created under; `None` leaves them for any runner to claim."""
 
     def submit(self, task: TaskRecord) -> None:
         """Start running a freshly created (already committed) task."""
@@ -47,6 +47,29 @@ class Execution(Protocol):
 
     def answers_arrived(self, task_id: str) -> None:
         """New input responses were stored: wake the body if it waits for them here."""
+
+
+class DeferredExecution:
+    """The `Execution` of a process that answers requests but runs no bodies (`role = "api"`).
+
+    Its tasks are created with no lease holder, so the first worker that claims them runs them
+    (that claim counts as the first attempt). Cancellation and answers are stored by the service
+    and reach the holding worker with its next heartbeat, so nothing is signalled here.
+    """
+
+    @property
+    def holder(self) -> None:
+        """No holder: the task is claimable from the moment it commits."""
+        return None
+
+    def submit(self, task: TaskRecord) -> None:
+        """Nothing to start here: a worker claims the committed row."""
+
+    def cancel_requested(self, task_id: str) -> None:
+        """The stored request reaches the holding worker with its next heartbeat."""
+
+    def answers_arrived(self, task_id: str) -> None:
+        """The stored answers reach the holding worker with its next heartbeat."""
 
 
 class UpdateVerdict(StrEnum):
@@ -122,6 +145,7 @@ class TaskService:
             raise invalid_params(answers_too_large(self._settings.max_input_responses_bytes))
         now = self._clock.now_ms()
         ttl = self._settings.ttl_for(tool.task_ttl_ms)
+        holder = self._execution.holder
         task = TaskRecord(
             task_id=new_task_id(),
             owner=principal.owner,
@@ -135,9 +159,9 @@ class TaskService:
             updated_at=now,
             ttl_ms=ttl,
             expires_at=now + ttl,
-            lease_holder=self._execution.holder,
-            lease_expires_at=now + self._settings.lease_ms,
-            attempts=1,
+            lease_holder=holder,
+            lease_expires_at=None if holder is None else now + self._settings.lease_ms,
+            attempts=0 if holder is None else 1,  # a claim counts the first run
         )
         with storage_errors():
             try:

@@ -10,7 +10,7 @@ advertise, and what listen streams need to follow tasks.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +29,10 @@ from aml_mcp.tasks import postgres_store
 from aml_mcp.tasks.clock import Clock, SystemClock
 from aml_mcp.tasks.db_clock import DatabaseClock
 from aml_mcp.tasks.handlers import TaskHandlers
+from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.retention import Sweeper
 from aml_mcp.tasks.runner import TaskRunner
-from aml_mcp.tasks.service import TaskService
+from aml_mcp.tasks.service import DeferredExecution, TaskService
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
 from aml_mcp.tasks.store import TaskStore
@@ -50,6 +51,8 @@ class Tasks:
     """Schemas in the SQLite file (none when the tasks live on PostgreSQL)."""
     shared_migrations: Sequence[Migration] = ()
     """Schemas on PostgreSQL, applied once the shared database is open."""
+    runs_bodies: bool = True
+    """False for an API-only process: the runner never starts, workers run the bodies."""
     database_clock: DatabaseClock | None = None
     """On PostgreSQL: the clock every process reads, synced before the runner starts."""
     routes: Sequence[BaseRoute] = ()
@@ -72,7 +75,8 @@ class Tasks:
         """Runner and sweeper for the app's lifetime (enter after migrations, while the database is open)."""
         if self.database_clock is not None:
             await self.database_clock.sync()
-        async with anyio.create_task_group() as group, self.runner.running():
+        runner = self.runner.running() if self.runs_bodies else contextlib.nullcontext()
+        async with anyio.create_task_group() as group, runner:
             group.start_soon(self.sweeper.run)
             if self.database_clock is not None:
                 group.start_soon(self.database_clock.run)
@@ -91,14 +95,19 @@ def build_tasks(
     bus: EventBus | None,
     shared: PostgresDatabase | None = None,
     clock: Clock | None = None,
+    run_bodies: bool = True,
+    on_claimed: Callable[[TaskRecord, int], None] | None = None,
 ) -> Tasks:
     """Tasks on `shared` (PostgreSQL) when given, else in `database` (SQLite).
 
     On SQLite every committed status change is published on `bus` by this process. On PostgreSQL
     the store announces each change itself, inside its transaction (NOTIFY), and a `PgEventBus`
     built on `following.changed` delivers it in every process: `bus` is not used. Time is then the
-    database's (`DatabaseClock`) unless `clock` is given.
+    database's (`DatabaseClock`) unless `clock` is given. Without `run_bodies` (PostgreSQL only)
+    tasks are created unleased and left for worker processes to claim.
     """
+    if not run_bodies and shared is None:
+        raise ValueError("only tasks on a shared database can be left for workers")
     if shared is not None:
         database_clock = DatabaseClock(shared.now_ms) if clock is None else None
         clock = clock or database_clock
@@ -113,12 +122,14 @@ def build_tasks(
             migrations=(),
             shared_migrations=(postgres_store.MIGRATION,),
             database_clock=database_clock,
+            run_bodies=run_bodies,
+            on_claimed=on_claimed,
         )
     if bus is None:
         raise ValueError("tasks on SQLite publish their changes on an event bus")
     clock = clock or SystemClock()
     store = PublishingTaskStore(SqliteTaskStore(database), bus, clock, settings.poll_interval_ms)
-    return _assemble(settings, store, tools, audit, clock)
+    return _assemble(settings, store, tools, audit, clock, on_claimed=on_claimed)
 
 
 def _assemble(
@@ -127,15 +138,18 @@ def _assemble(
     tools: ToolRegistry,
     audit: AuditRecorder,
     clock: Clock,
+    run_bodies: bool = True,
+    on_claimed: Callable[[TaskRecord, int], None] | None = None,
     **storage: Any,
 ) -> Tasks:
-    runner = TaskRunner(store, tools, settings, clock)
-    service = TaskService(store, runner, settings, clock)
+    runner = TaskRunner(store, tools, settings, clock, on_claimed=on_claimed)
+    service = TaskService(store, runner if run_bodies else DeferredExecution(), settings, clock)
     return Tasks(
         handlers=TaskHandlers(service, audit, settings.poll_interval_ms),
         service=service,
         runner=runner,
         sweeper=Sweeper(store, clock, settings.sweep_interval_ms),
         following=FollowableTasks(store, clock, settings.poll_interval_ms),
+        runs_bodies=run_bodies,
         **storage,
     )

@@ -1,0 +1,227 @@
+"""`aml-mcp cluster`: a whole scale-out deployment on this machine, for trying it and for tests.
+
+HAProxy (round-robin, health checks on /readyz; `deploy/haproxy.cfg.template`) in front of
+`--replicas` API replicas (`--role api`), plus `--workers` workers running the task bodies, all on
+one PostgreSQL schema of their own. It prints the MCP URL on stdout, then runs until Ctrl-C or
+SIGTERM, and stops exactly the processes it started (by their PIDs), then drops the schema it
+created (a schema given with `--schema` is kept).
+
+Every replica and worker shares one data directory (the local SQLite state: notes, audit, keys),
+which is what one host can share; the tasks and the listen-stream events go through PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import httpx
+import psycopg
+from psycopg import sql
+
+from aml_mcp.cli.startup import EXIT_SETTINGS
+
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
+TEMPLATE = Path(__file__).resolve().parents[3] / "deploy" / "haproxy.cfg.template"
+START_TIMEOUT_SECONDS = 60.0
+
+
+def free_port() -> int:
+    """A loopback port free right now (the child binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def haproxy_config(template: str, *, port: int, replicas: Sequence[int]) -> str:
+    """The HAProxy configuration for a frontend on loopback `port` and replicas on `replicas` ports."""
+    servers = "\n".join(f"    server r{index} 127.0.0.1:{p}" for index, p in enumerate(replicas, 1))
+    return Template(template).substitute(bind=f"127.0.0.1:{port}", servers=servers)
+
+
+@dataclass
+class Cluster:
+    """The processes of one local cluster; `stop()` ends each of them, by PID."""
+
+    url: str
+    schema: str
+    haproxy: subprocess.Popen[bytes]
+    replicas: list[tuple[int, subprocess.Popen[bytes]]] = field(default_factory=list)
+    """(port, process) of each API replica."""
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        return [self.haproxy, *(proc for _, proc in self.replicas), *self.workers]
+
+
+def _spawn(args: Sequence[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(  # noqa: S603 - our own interpreter and haproxy, no shell
+            list(args), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited while starting; see {log}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not become ready within {START_TIMEOUT_SECONDS:.0f} s; see {log}")
+
+
+def stop_all(processes: Sequence[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
+    """SIGTERM to each process still running, then SIGKILL to those that outlast `timeout`."""
+    for proc in processes:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in processes:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+@contextlib.contextmanager
+def running_cluster(
+    *,
+    replicas: int,
+    workers: int,
+    database_url: str,
+    schema: str | None = None,
+    catalog: str = "conformance",
+    port: int = 0,
+    work_dir: Path | None = None,
+    haproxy: str = "haproxy",
+    env: dict[str, str] | None = None,
+) -> Iterator[Cluster]:
+    """HAProxy, `replicas` API replicas and `workers` workers, started and (on exit) stopped."""
+    if replicas < 1 or workers < 0:
+        raise ValueError("a cluster needs at least one replica (and no negative number of workers)")
+    program = shutil.which(haproxy)
+    if program is None:
+        raise FileNotFoundError(f"{haproxy} is not installed (Debian: apt-get install haproxy)")
+    own_schema = schema is None
+    schema = schema or f"cluster_{secrets.token_hex(6)}"
+    work = work_dir or Path(tempfile.mkdtemp(prefix="aml-mcp-cluster-"))
+    data_dir = work / "data"
+    lb_port = port or free_port()
+    url = f"http://127.0.0.1:{lb_port}/mcp"
+    child_env = {
+        **os.environ,
+        **(env or {}),
+        "AML_MCP_DATABASE_URL": database_url,
+        "AML_MCP_DATABASE_SCHEMA": schema,
+    }
+    python = [sys.executable, "-m", "aml_mcp"]
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        replica_ports: list[tuple[int, subprocess.Popen[bytes]]] = []
+        for index in range(replicas):
+            replica_port = free_port()
+            log = work / f"replica-{index + 1}.log"
+            if catalog == "conformance":
+                args = [*python, "conformance-server", "--port", str(replica_port)]
+            else:
+                args = [*python, "serve", "--port", str(replica_port)]
+            args += ["--data-dir", str(data_dir), "--role", "api", "--public-url", url]
+            proc = _spawn(args, child_env, log)
+            started.append(proc)
+            # One at a time: the first start creates the schema and the shared data directory.
+            _wait_ready(f"http://127.0.0.1:{replica_port}/readyz", proc, f"replica {index + 1}", log)
+            replica_ports.append((replica_port, proc))
+        worker_procs = []
+        for index in range(workers):
+            args = [*python, "worker", "--catalog", catalog, "--data-dir", str(data_dir)]
+            proc = _spawn(args, child_env, work / f"worker-{index + 1}.log")
+            started.append(proc)
+            worker_procs.append(proc)
+        config = work / "haproxy.cfg"
+        config.write_text(
+            haproxy_config(TEMPLATE.read_text(), port=lb_port, replicas=[p for p, _ in replica_ports])
+        )
+        lb = _spawn([program, "-f", str(config), "-db"], child_env, work / "haproxy.log")
+        started.append(lb)
+        _wait_ready(f"http://127.0.0.1:{lb_port}/readyz", lb, "haproxy", work / "haproxy.log")
+        yield Cluster(url=url, schema=schema, haproxy=lb, replicas=replica_ports, workers=worker_procs)
+    finally:
+        stop_all(started)
+        if own_schema:
+            with contextlib.suppress(psycopg.Error), psycopg.connect(database_url, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per readiness poll
+    stop = {"signal": 0}
+
+    def on_signal(sig: int, frame: Any) -> None:
+        stop["signal"] = sig
+
+    try:
+        with running_cluster(
+            replicas=args.replicas,
+            workers=args.workers,
+            database_url=args.database_url or os.environ.get("AML_MCP_DATABASE_URL", DEFAULT_DATABASE_URL),
+            schema=args.schema,
+            catalog=args.catalog,
+            port=args.port,
+        ) as cluster:
+            print(cluster.url, flush=True)
+            pids = ", ".join(str(proc.pid) for proc in cluster.processes)
+            print(
+                f"aml-mcp cluster: haproxy + {args.replicas} API replicas + {args.workers} workers on schema "
+                f"{cluster.schema} (pids {pids}); Ctrl-C stops them",
+                file=sys.stderr,
+                flush=True,
+            )
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
+            while not stop["signal"]:
+                time.sleep(0.2)
+    except RuntimeError as exc:
+        print(f"aml-mcp cluster: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+    print("aml-mcp cluster stopped", file=sys.stderr)
+    return 0
+
+
+def add_commands(commands: Any) -> None:
+    cluster = commands.add_parser(
+        "cluster", help="run HAProxy, API replicas and workers on this machine (local PostgreSQL)"
+    )
+    cluster.add_argument("--replicas", type=int, default=3, help="API replicas (default 3)")
+    cluster.add_argument("--workers", type=int, default=2, help="workers running task bodies (default 2)")
+    cluster.add_argument("--port", type=int, default=0, help="HAProxy's loopback port (default: a free one)")
+    cluster.add_argument(
+        "--database-url", help=f"PostgreSQL (default: AML_MCP_DATABASE_URL, else {DEFAULT_DATABASE_URL})"
+    )
+    cluster.add_argument("--schema", help="schema to use and keep (default: a fresh one, dropped at the end)")
+    cluster.add_argument(
+        "--catalog",
+        choices=("aml", "conformance"),
+        default="aml",
+        help="serve the AML tools (default; authentication as configured) or the conformance fixtures",
+    )
+    cluster.set_defaults(run=_cluster)
