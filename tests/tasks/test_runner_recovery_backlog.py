@@ -60,7 +60,10 @@ async def crashed(path: Path, doomed: int, rerun: int) -> tuple[list[TaskRecord]
     try:
         await database.migrate(COMPONENT, MIGRATIONS)
         store = SqliteTaskStore(database)
-        now = int(time.time() * 1000)
+        # A minute ago: every lease (created `i` ms apart, lapsed 1 ms after) has lapsed before the
+        # runner starts. Created "now", the last ones lapsed up to half a second later, and a first
+        # recovery pass that came sooner left them to the next pass, a minute away.
+        now = int(time.time() * 1000) - 60_000
         made: dict[str, list[TaskRecord]] = {"once": [], "again": []}
         for i in range(doomed + rerun):
             tool = "once" if i < doomed else "again"
