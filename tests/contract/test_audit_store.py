@@ -9,13 +9,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from aml_mcp.audit import AuditEvent, Decision, postgres_table
 from aml_mcp.audit.postgres_table import PostgresAuditReader, PostgresStoreSink
-from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, AuditReader, SqliteAuditReader, StoreSink
+from aml_mcp.audit.table import (
+    AUDIT_COMPONENT,
+    AUDIT_MIGRATIONS,
+    AuditReader,
+    BankQuery,
+    SqliteAuditReader,
+    StoreSink,
+)
 from aml_mcp.store.sqlite import SqliteDatabase
 from tests.support.postgres import scratch_database
 
@@ -120,8 +128,8 @@ async def test_bank_events_selects_the_same_events_on_both(trail: Trail) -> None
     await write(trail, events)
     reader = trail.reader
 
-    async def targets(**query: object) -> list[str]:
-        return [e["target"] for e in await reader.bank_events(tenant="bank-a", **query)]  # type: ignore[arg-type]
+    async def targets(**query: Any) -> list[str]:
+        return [e["target"] for e in await reader.bank_events(BankQuery(tenant="bank-a", **query))]
 
     assert await targets() == ["a1", "a2"]
     assert await targets(token_ids=[mine_token], anonymous_traces=["tr-1"]) == [
@@ -135,6 +143,6 @@ async def test_bank_events_selects_the_same_events_on_both(trail: Trail) -> None
     assert await targets(method="subscriptions/listen") == ["a2"]
     assert await targets(subject="bob") == []
     assert await targets(limit=1) == ["a2"]
-    first = (await reader.bank_events(tenant="bank-a"))[0]["seq"]
+    first = (await reader.bank_events(BankQuery(tenant="bank-a")))[0]["seq"]
     assert await targets(after=first) == ["a2"]
     assert await targets(decision="deny", token_ids=[mine_token]) == ["unverified-mine"]

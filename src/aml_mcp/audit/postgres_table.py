@@ -24,7 +24,7 @@ import psycopg
 from psycopg import sql
 
 from aml_mcp.audit.events import AuditEvent, fallback_record
-from aml_mcp.audit.table import COLUMNS, prepare_row, row_of
+from aml_mcp.audit.table import COLUMNS, BankQuery, equality_filters, prepare_row, row_of
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.store.sqlite import Migration
 
@@ -171,27 +171,15 @@ class PostgresAuditReader:
         )
         return [_event(row) for row in reversed(rows)]
 
-    async def bank_events(
-        self,
-        *,
-        tenant: str,
-        after: int = 0,
-        limit: int = 100,
-        decision: str | None = None,
-        subject: str | None = None,
-        method: str | None = None,
-        except_method: str | None = None,
-        token_ids: Sequence[str] = (),
-        anonymous_traces: Sequence[str] = (),
-    ) -> list[dict[str, Any]]:
+    async def bank_events(self, query: BankQuery) -> list[dict[str, Any]]:
         """Same selection as `table.bank_events` (see there for whose events are whose)."""
-        token_ids = list(token_ids)
+        token_ids = list(query.token_ids)
         mine = "tenant = %s"
-        params: list[Any] = [tenant]
+        params: list[Any] = [query.tenant]
         if token_ids:
             mine += " OR token_id = ANY(%s) OR (tenant IS NULL AND unverified_jti = ANY(%s))"
             params += [token_ids, token_ids]
-        traces = list(anonymous_traces)
+        traces = list(query.anonymous_traces)
         if traces:
             mine += (
                 " OR (tenant IS NULL AND subject IS NULL AND token_id IS NULL"
@@ -199,18 +187,17 @@ class PostgresAuditReader:
             )
             params.append(traces)
         where = [f"({mine})", "seq > %s"]
-        params.append(after)
-        for column, value in (("decision", decision), ("subject", subject), ("method", method)):
-            if value is not None:
-                where.append(f"{column} = %s")
-                params.append(value)
-        if except_method is not None:
+        params.append(query.after)
+        for column, value in equality_filters(query):
+            where.append(f"{column} = %s")
+            params.append(value)
+        if query.except_method is not None:
             where.append("method IS DISTINCT FROM %s")
-            params.append(except_method)
-        query = (
+            params.append(query.except_method)
+        select = (
             f"SELECT {', '.join(COLUMNS)} FROM audit_events WHERE {' AND '.join(where)}"  # noqa: S608
             " ORDER BY seq DESC LIMIT %s"
         )
-        params.append(limit)
-        rows = await self.database.execute(query, params)
+        params.append(query.limit)
+        rows = await self.database.execute(select, params)
         return [_event(row) for row in reversed(rows)]

@@ -8,6 +8,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aml_mcp.audit.events import AuditEvent, dumps, fallback_record
@@ -189,19 +190,22 @@ def recent_events(database: SqliteDatabase, limit: int) -> list[dict[str, Any]]:
     return events
 
 
-async def bank_events(
-    database: SqliteDatabase,
-    *,
-    tenant: str,
-    after: int = 0,
-    limit: int = 100,
-    decision: str | None = None,
-    subject: str | None = None,
-    method: str | None = None,
-    except_method: str | None = None,
-    token_ids: Sequence[str] = (),
-    anonymous_traces: Sequence[str] = (),
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BankQuery:
+    """Which events of the trail the lab's audit view shows one caller (see `bank_events`)."""
+
+    tenant: str
+    after: int = 0
+    limit: int = 100
+    decision: str | None = None
+    subject: str | None = None
+    method: str | None = None
+    except_method: str | None = None
+    token_ids: Sequence[str] = ()
+    anonymous_traces: Sequence[str] = ()
+
+
+async def bank_events(database: SqliteDatabase, query: BankQuery) -> list[dict[str, Any]]:
     """One bank's events with `seq > after`, oldest first, at most `limit` (the newest when more match).
 
     An event is the bank's when its verified tenant is `tenant`, or when it was made with one of
@@ -212,17 +216,17 @@ async def bank_events(
     or unless it is fully anonymous (no token at all, so no identity in it) and carries one of
     `anonymous_traces`, trace ids the caller chose at random for requests it sent without a token.
     """
-    token_ids = list(token_ids)
+    token_ids = list(query.token_ids)
     marks = ", ".join("?" for _ in token_ids)
     mine = "tenant = ?"
-    params: list[Any] = [tenant]
+    params: list[Any] = [query.tenant]
     if token_ids:
         mine += (
             f" OR token_id IN ({marks})"
             f" OR (tenant IS NULL AND json_extract(detail, '$.unverified.jti') IN ({marks}))"
         )
         params += token_ids + token_ids
-    traces = list(anonymous_traces)
+    traces = list(query.anonymous_traces)
     if traces:
         mine += (
             " OR (tenant IS NULL AND subject IS NULL AND token_id IS NULL"
@@ -231,25 +235,24 @@ async def bank_events(
         )
         params += traces
     where = [f"({mine})", "seq > ?"]
-    params.append(after)
-    for column, value in (("decision", decision), ("subject", subject), ("method", method)):
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
-    if except_method is not None:
+    params.append(query.after)
+    for column, value in equality_filters(query):
+        where.append(f"{column} = ?")
+        params.append(value)
+    if query.except_method is not None:
         where.append("method IS NOT ?")
-        params.append(except_method)
+        params.append(query.except_method)
     sql = (
         f"SELECT {', '.join(COLUMNS)} FROM audit_events WHERE {' AND '.join(where)}"  # noqa: S608
         " ORDER BY seq DESC LIMIT ?"
     )
-    params.append(limit)
+    params.append(query.limit)
 
-    def query(conn: sqlite3.Connection) -> Sequence[tuple[Any, ...]]:
+    def select(conn: sqlite3.Connection) -> Sequence[tuple[Any, ...]]:
         return conn.execute(sql, params).fetchall()
 
     events = []
-    for row in reversed(await database.read(query)):
+    for row in reversed(await database.read(select)):
         event = dict(zip(COLUMNS, row, strict=True))
         if event["detail"]:
             event["detail"] = json.loads(event["detail"])
@@ -257,24 +260,18 @@ async def bank_events(
     return events
 
 
+def equality_filters(query: BankQuery) -> list[tuple[str, str]]:
+    """The equality filters a query sets: (column, value)."""
+    wanted = (("decision", query.decision), ("subject", query.subject), ("method", query.method))
+    return [(column, value) for column, value in wanted if value is not None]
+
+
 class AuditReader(Protocol):
     """The queries the lab's audit view runs, whichever database holds the trail."""
 
     async def recent_events(self, limit: int) -> list[dict[str, Any]]: ...
 
-    async def bank_events(
-        self,
-        *,
-        tenant: str,
-        after: int = 0,
-        limit: int = 100,
-        decision: str | None = None,
-        subject: str | None = None,
-        method: str | None = None,
-        except_method: str | None = None,
-        token_ids: Sequence[str] = (),
-        anonymous_traces: Sequence[str] = (),
-    ) -> list[dict[str, Any]]: ...
+    async def bank_events(self, query: BankQuery) -> list[dict[str, Any]]: ...
 
 
 class SqliteAuditReader:
@@ -286,28 +283,5 @@ class SqliteAuditReader:
     async def recent_events(self, limit: int) -> list[dict[str, Any]]:
         return recent_events(self.database, limit)
 
-    async def bank_events(
-        self,
-        *,
-        tenant: str,
-        after: int = 0,
-        limit: int = 100,
-        decision: str | None = None,
-        subject: str | None = None,
-        method: str | None = None,
-        except_method: str | None = None,
-        token_ids: Sequence[str] = (),
-        anonymous_traces: Sequence[str] = (),
-    ) -> list[dict[str, Any]]:
-        return await bank_events(
-            self.database,
-            tenant=tenant,
-            after=after,
-            limit=limit,
-            decision=decision,
-            subject=subject,
-            method=method,
-            except_method=except_method,
-            token_ids=token_ids,
-            anonymous_traces=anonymous_traces,
-        )
+    async def bank_events(self, query: BankQuery) -> list[dict[str, Any]]:
+        return await bank_events(self.database, query)

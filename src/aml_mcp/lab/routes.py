@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aml_mcp.audit.table import AuditReader
+from aml_mcp.audit.table import AuditReader, BankQuery
 from aml_mcp.http.endpoint import Admission
 from aml_mcp.lab.settings import LabSettings
 from aml_mcp.lab.simulation import Simulation
@@ -128,14 +128,16 @@ class LabRoutes:
             return _bad(f"trace must be at most {_MAX_TRACES} trace ids of 32 lower-case hex digits")
         issued = self.simulation.issued_to(caller) if self.simulation is not None else []
         events = await self.trail.bank_events(
-            tenant=caller.tenant,
-            after=after,
-            limit=self.settings.audit_page_size,
-            token_ids=issued,
-            anonymous_traces=traces,
-            # The view's own polls are audited too, but would bury everything else: shown on request.
-            except_method=AUDIT_METHOD if filters["method"] is None else None,
-            **filters,
+            BankQuery(
+                tenant=caller.tenant,
+                after=after,
+                limit=self.settings.audit_page_size,
+                token_ids=issued,
+                anonymous_traces=traces,
+                # The view's own polls are audited too, but would bury everything else: on request.
+                except_method=AUDIT_METHOD if filters["method"] is None else None,
+                **filters,
+            )
         )
         return JSONResponse({"tenant": caller.tenant, "events": events}, headers=_NO_STORE)
 
