@@ -23,54 +23,15 @@ from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import (
-    AuthorizationCodeResult,
-    OAuthClientInformationFull,
     OAuthClientMetadata,
-    OAuthToken,
 )
 from pydantic import AnyUrl
 
-from tests.support.oauth import SecuredServer, approve_async, secured_server
+from tests.support.oauth import SecuredServer, secured_server
 from tests.support.scoped_catalog import scoped_catalog
+from tests.support.sdk_oauth import Browser, MemoryStorage
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"
-
-
-class MemoryStorage:
-    """The SDK's `TokenStorage`, in memory."""
-
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client_info: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client_info
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client_info = client_info
-
-
-class Browser:
-    """Plays the user: signs in on the consent page the SDK redirects to, hands back the callback."""
-
-    def __init__(self, username: str) -> None:
-        self.username = username
-        self.visits: list[str] = []
-        self._location = ""
-
-    async def redirect(self, authorization_url: str) -> None:
-        self.visits.append(authorization_url)
-        self._location = await approve_async(authorization_url, self.username)
-
-    async def callback(self) -> AuthorizationCodeResult:
-        answer = {k: v[0] for k, v in parse_qs(urlsplit(self._location).query).items()}
-        return AuthorizationCodeResult(code=answer["code"], state=answer.get("state"), iss=answer.get("iss"))
 
 
 @pytest.fixture(scope="module")

@@ -28,10 +28,8 @@ from mcp.client.context import ClientRequestContext
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import (
-    AuthorizationCodeResult,
     OAuthClientInformationFull,
     OAuthClientMetadata,
-    OAuthToken,
 )
 from mcp_types import (
     CallToolResult,
@@ -43,7 +41,7 @@ from mcp_types import (
 from pydantic import AnyUrl, TypeAdapter
 
 from aml_mcp.aml.demo.corpus import TENANTS, generate_notes
-from tests.support.oauth import approve_async
+from tests.support.sdk_oauth import Browser, MemoryStorage
 from tests.support.subprocess_server import ServerProcess
 
 NOTES_PER_BANK = 40
@@ -119,46 +117,6 @@ class _TasksGlue(ClientExtension):
 async def _no_direct_elicitation(context: ClientRequestContext, params: ElicitRequestParams) -> ErrorData:
     """Declares the elicitation capability (so a task may ask); questions come through the task."""
     return ErrorData(code=-32600, message="this test answers questions through tasks/update only")
-
-
-# -- OAuth: storage and the browser ----------------------------------------------------------------
-
-
-class MemoryStorage:
-    """The SDK's `TokenStorage`, in memory."""
-
-    def __init__(self, client_info: OAuthClientInformationFull | None = None) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client_info = client_info
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client_info
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client_info = client_info
-
-
-class Browser:
-    """Plays the user: signs in on the consent page the SDK redirects to, hands back the callback."""
-
-    def __init__(self, username: str) -> None:
-        self.username = username
-        self.visits: list[str] = []
-        self._location = ""
-
-    async def redirect(self, authorization_url: str) -> None:
-        self.visits.append(authorization_url)
-        self._location = await approve_async(authorization_url, self.username)
-
-    async def callback(self) -> AuthorizationCodeResult:
-        answer = {k: v[0] for k, v in parse_qs(urlsplit(self._location).query).items()}
-        return AuthorizationCodeResult(code=answer["code"], state=answer.get("state"), iss=answer.get("iss"))
 
 
 # -- the server and the demo case that needs an analyst's answer -----------------------------------
