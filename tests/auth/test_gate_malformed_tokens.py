@@ -115,7 +115,7 @@ def test_a_refused_tokens_unverified_claims_are_escaped_in_the_trail(
     unverified = event["detail"]["unverified"]
     assert unverified["sub"] == "\\ud800mallory\\u2028"
     assert unverified["client_id"] == "\\x85c"
-    lines = (server.data_dir / "audit.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = server.audit_file_lines()
     assert any("mallory" in line for line in lines)
     assert all(json.loads(line) for line in lines)
     assert logs.tracebacks() == []

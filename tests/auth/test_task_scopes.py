@@ -71,5 +71,5 @@ def test_tasks_get_needs_the_creating_tools_scope(server: SecuredServer) -> None
     )
     assert allowed.status_code == 200, allowed.text
     assert allowed.json()["result"]["taskId"] == task_id
-    trail = (server.data_dir / "audit.jsonl").read_text()
-    assert task_id not in trail
+    trail = server.audit_file_lines()
+    assert trail and not any(task_id in line for line in trail)

@@ -235,7 +235,7 @@ def test_a_poisoned_request_no_longer_takes_other_callers_events_with_it(
     while recorded() != (victims, victims) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert recorded() == (victims, victims)
-    lines = (server.data_dir / "audit.jsonl").read_bytes().splitlines()
+    lines = server.audit_file_lines()
     assert all(json.loads(line) for line in lines)  # every line parses: nothing half-written
     assert logs.problems() == []
 

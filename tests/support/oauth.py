@@ -58,6 +58,7 @@ from starlette.types import Receive, Scope, Send
 
 from aml_mcp.app import build_app
 from aml_mcp.audit import AuditLog
+from aml_mcp.audit.sinks import AUDIT_FILE_NAME
 from aml_mcp.auth.settings import IntrospectionSettings, IssuerSettings
 from aml_mcp.catalog import Catalog
 from aml_mcp.config import AuthSettings, Settings
@@ -351,6 +352,13 @@ class SecuredServer:
 
     def wait_for_audit(self, *, since: int = 0, timeout: float = 5.0, **match: Any) -> dict[str, Any]:
         return wait_for_audit(self.settings, since=since, timeout=timeout, **match)
+
+    def audit_file_lines(self) -> list[str]:
+        """The lines of `audit.jsonl` once every event recorded so far is written: the flusher writes
+        the table first and the file after it, so a row already in the table may not be in the file yet."""
+        assert self.audit_log is not None, "only an in-process server can be flushed"
+        self.audit_log.flush()
+        return (self.data_dir / AUDIT_FILE_NAME).read_text(encoding="utf-8").splitlines()
 
 
 AUDIT_FLUSH_SECONDS = 0.01

@@ -39,8 +39,16 @@ from typing import Any
 from aml_mcp.principal import Owner
 from aml_mcp.store.postgres import PostgresDatabase, storage_fault
 from aml_mcp.store.sqlite import Migration
-from aml_mcp.tasks.model import TaskRecord, TaskStatus
-from aml_mcp.tasks.store import Change, LeaseReport, QuotaExceeded, StorageUnavailable, TaskQuota
+from aml_mcp.tasks.model import TaskRecord
+from aml_mcp.tasks.store import (
+    COLUMNS,
+    Change,
+    LeaseReport,
+    QuotaExceeded,
+    StorageUnavailable,
+    TaskQuota,
+    record_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -119,13 +127,7 @@ MIGRATIONS: list[str] = [
 
 MIGRATION = Migration(COMPONENT, MIGRATIONS)
 
-_COLUMNS = (
-    "task_id, owner_issuer, owner_subject, owner_tenant, owner_client_id, tool, required_scope,"
-    " arguments, client_capabilities, status, status_message, input_requests, input_responses,"
-    " result, error, cancel_requested, created_at, updated_at, ttl_ms, expires_at, version,"
-    " lease_holder, lease_expires_at, attempts, handovers"
-)
-_T_COLUMNS = ", ".join("t." + column.strip() for column in _COLUMNS.split(","))
+_T_COLUMNS = ", ".join("t." + column.strip() for column in COLUMNS.split(","))
 _OWNED = (
     "task_id = %s AND owner_issuer = %s AND owner_subject = %s AND owner_tenant = %s"
     " AND owner_client_id = %s AND expires_at > %s"
@@ -135,10 +137,6 @@ _ACTIVE = "status IN ('working', 'input_required')"
 
 def _dump(value: Mapping[str, Any] | None) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _load(text: str) -> Any:
-    return {} if text == "{}" else json.loads(text)
 
 
 def _b(text: str) -> bytes:
@@ -177,56 +175,11 @@ def tenant_lock_key(owner: Owner) -> int:
 
 
 def _record(row: tuple[Any, ...]) -> TaskRecord:
-    (
-        task_id,
-        issuer,
-        subject,
-        tenant,
-        client_id,
-        tool,
-        scope,
-        arguments,
-        capabilities,
-        status,
-        message,
-        requests,
-        responses,
-        result,
-        error,
-        cancel_requested,
-        created_at,
-        updated_at,
-        ttl_ms,
-        expires_at,
-        version,
-        lease_holder,
-        lease_expires_at,
-        attempts,
-        handovers,
-    ) = row
-    return TaskRecord(
-        task_id=task_id,
-        owner=Owner(_s(issuer), _s(subject), _s(tenant), _s(client_id)),
-        tool=tool,
-        scope=scope,
-        arguments=_load(arguments),
-        client_capabilities=_load(capabilities),
-        status=TaskStatus(status),
+    message = row[10]
+    return record_of(
+        row,
+        owner=Owner(_s(row[1]), _s(row[2]), _s(row[3]), _s(row[4])),
         status_message=json.loads(message) if message is not None else None,
-        input_requests=_load(requests),
-        input_responses=_load(responses),
-        result=json.loads(result) if result is not None else None,
-        error=json.loads(error) if error is not None else None,
-        cancel_requested=bool(cancel_requested),
-        created_at=created_at,
-        updated_at=updated_at,
-        ttl_ms=ttl_ms,
-        expires_at=expires_at,
-        version=version,
-        lease_holder=lease_holder,
-        lease_expires_at=lease_expires_at,
-        attempts=attempts,
-        handovers=handovers,
     )
 
 
@@ -298,7 +251,7 @@ class PostgresTaskStore:
             task.handovers,
         )
         values = ", ".join(["%s"] * len(row))
-        insert = f"INSERT INTO tasks ({_COLUMNS}) VALUES ({values})"  # noqa: S608
+        insert = f"INSERT INTO tasks ({COLUMNS}) VALUES ({values})"  # noqa: S608
         unleased = task.lease_holder is None
         if quota is None:
             if unleased:  # one statement, so the signal goes out exactly when the row commits
@@ -311,7 +264,7 @@ class PostgresTaskStore:
         counted_insert = (
             "WITH n AS (SELECT COUNT(*) AS tenant, COUNT(*) FILTER (WHERE owner_subject = %s) AS principal"  # noqa: S608
             f"  FROM tasks WHERE owner_tenant = %s AND owner_issuer = %s AND {_ACTIVE} AND expires_at > %s),"
-            f" ins AS (INSERT INTO tasks ({_COLUMNS}) SELECT {values} FROM n"
+            f" ins AS (INSERT INTO tasks ({COLUMNS}) SELECT {values} FROM n"
             "  WHERE n.principal < %s AND n.tenant < %s RETURNING 1)"
             " SELECT n.tenant, n.principal, (SELECT COUNT(*) FROM ins) FROM n"
         )
@@ -348,7 +301,7 @@ class PostgresTaskStore:
         self._recovered()
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
-        sql = f"SELECT {_COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
+        sql = f"SELECT {COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
         rows = await self._run(sql, _owned_args(task_id, owner, now_ms))
         return _record(rows[0]) if rows else None
 
@@ -395,7 +348,7 @@ class PostgresTaskStore:
         if lease_free:
             where.append("(lease_holder IS NULL OR lease_expires_at <= %s)")
             args.append(now_ms)
-        update = f"UPDATE tasks SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING {_COLUMNS}"  # noqa: S608
+        update = f"UPDATE tasks SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING {COLUMNS}"  # noqa: S608
         params: list[Any] = [*values, *args]
         if change.status is not None or change.input_requests is not None:
             # The notification is part of the transition's own statement: sent at commit, or never.

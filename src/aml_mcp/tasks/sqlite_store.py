@@ -21,8 +21,16 @@ from typing import Any, TypeVar
 
 from aml_mcp.principal import Owner
 from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.tasks.model import TaskRecord, TaskStatus
-from aml_mcp.tasks.store import Change, LeaseReport, QuotaExceeded, StorageUnavailable, TaskQuota
+from aml_mcp.tasks.model import TaskRecord
+from aml_mcp.tasks.store import (
+    COLUMNS,
+    Change,
+    LeaseReport,
+    QuotaExceeded,
+    StorageUnavailable,
+    TaskQuota,
+    record_of,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,12 +101,6 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
-_COLUMNS = (
-    "task_id, owner_issuer, owner_subject, owner_tenant, owner_client_id, tool, required_scope,"
-    " arguments, client_capabilities, status, status_message, input_requests, input_responses,"
-    " result, error, cancel_requested, created_at, updated_at, ttl_ms, expires_at, version,"
-    " lease_holder, lease_expires_at, attempts, handovers"
-)
 _OWNED = (
     "task_id = ? AND owner_issuer = ? AND owner_subject = ? AND owner_tenant = ? AND owner_client_id = ?"
     " AND expires_at > ?"
@@ -110,66 +112,12 @@ def _dump(value: Mapping[str, Any] | None) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _load(text: str) -> Any:
-    return {} if text == "{}" else json.loads(text)
-
-
 def _owned_args(task_id: str, owner: Owner, now_ms: int) -> tuple[Any, ...]:
     return (task_id, owner.issuer, owner.subject, owner.tenant, owner.client_id, now_ms)
 
 
 def _record(row: tuple[Any, ...]) -> TaskRecord:
-    (
-        task_id,
-        issuer,
-        subject,
-        tenant,
-        client_id,
-        tool,
-        scope,
-        arguments,
-        capabilities,
-        status,
-        message,
-        requests,
-        responses,
-        result,
-        error,
-        cancel_requested,
-        created_at,
-        updated_at,
-        ttl_ms,
-        expires_at,
-        version,
-        lease_holder,
-        lease_expires_at,
-        attempts,
-        handovers,
-    ) = row
-    return TaskRecord(
-        task_id=task_id,
-        owner=Owner(issuer, subject, tenant, client_id),
-        tool=tool,
-        scope=scope,
-        arguments=_load(arguments),
-        client_capabilities=_load(capabilities),
-        status=TaskStatus(status),
-        status_message=message,
-        input_requests=_load(requests),
-        input_responses=_load(responses),
-        result=json.loads(result) if result is not None else None,
-        error=json.loads(error) if error is not None else None,
-        cancel_requested=bool(cancel_requested),
-        created_at=created_at,
-        updated_at=updated_at,
-        ttl_ms=ttl_ms,
-        expires_at=expires_at,
-        version=version,
-        lease_holder=lease_holder,
-        lease_expires_at=lease_expires_at,
-        attempts=attempts,
-        handovers=handovers,
-    )
+    return record_of(row, owner=Owner(row[1], row[2], row[3], row[4]), status_message=row[10])
 
 
 _CAUSES = {
@@ -305,7 +253,7 @@ class SqliteTaskStore:
             task.attempts,
             task.handovers,
         )
-        sql = f"INSERT INTO tasks ({_COLUMNS}) VALUES ({', '.join('?' * len(row))})"  # noqa: S608
+        sql = f"INSERT INTO tasks ({COLUMNS}) VALUES ({', '.join('?' * len(row))})"  # noqa: S608
         owner = task.owner
         count = (
             "SELECT COUNT(*), COALESCE(SUM(owner_subject = ?), 0) FROM tasks"  # noqa: S608
@@ -331,7 +279,7 @@ class SqliteTaskStore:
     # task under load, mostly GIL hand-offs). WAL readers never wait for the writer.
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
-        sql = f"SELECT {_COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
+        sql = f"SELECT {COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
         args = _owned_args(task_id, owner, now_ms)
         row = self._read_now(lambda conn: conn.execute(sql, args).fetchone())
         return _record(row) if row is not None else None
@@ -383,7 +331,7 @@ class SqliteTaskStore:
         if lease_free:
             where.append("(lease_holder IS NULL OR lease_expires_at <= ?)")
             args.append(now_ms)
-        sql = f"UPDATE tasks SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING {_COLUMNS}"  # noqa: S608
+        sql = f"UPDATE tasks SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING {COLUMNS}"  # noqa: S608
         params = (*values, *args)
 
         def apply(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
@@ -448,7 +396,7 @@ class SqliteTaskStore:
             "   AND (lease_holder IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?)"
             "   AND task_id NOT IN (SELECT value FROM json_each(?))"
             "   ORDER BY created_at LIMIT ?)"
-            f" RETURNING {_COLUMNS}"
+            f" RETURNING {COLUMNS}"
         )
         args = (holder, lease_until_ms, now_ms, now_ms, json.dumps(list(exclude)), limit)
 

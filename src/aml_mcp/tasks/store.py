@@ -17,7 +17,8 @@ callers can tell a transient condition from a bug and nobody has to know the dat
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import json
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -143,3 +144,74 @@ class TaskStore(Protocol):
 
     async def sweep(self, now_ms: int, limit: int) -> int:
         """Delete up to `limit` expired tasks; returns how many went."""
+
+
+# A task row as both stores keep it: each store owns its SQL; what a row means is the same on both.
+COLUMNS = (
+    "task_id, owner_issuer, owner_subject, owner_tenant, owner_client_id, tool, required_scope,"
+    " arguments, client_capabilities, status, status_message, input_requests, input_responses,"
+    " result, error, cancel_requested, created_at, updated_at, ttl_ms, expires_at, version,"
+    " lease_holder, lease_expires_at, attempts, handovers"
+)
+"""Every column, in the order `record_of` reads them (`SELECT {COLUMNS}`, `RETURNING {COLUMNS}`)."""
+
+
+def load_json(text: str) -> Any:
+    """A JSON column; the empty object, by far the most common value, without parsing it."""
+    return {} if text == "{}" else json.loads(text)
+
+
+def record_of(row: Sequence[Any], *, owner: Owner, status_message: str | None) -> TaskRecord:
+    """The record of a row of `COLUMNS`. The owner and status message come decoded by the store,
+    since each engine keeps them in its own column type (text on SQLite; bytes and JSON on PostgreSQL)."""
+    (
+        task_id,
+        _issuer,
+        _subject,
+        _tenant,
+        _client_id,
+        tool,
+        scope,
+        arguments,
+        capabilities,
+        status,
+        _message,
+        requests,
+        responses,
+        result,
+        error,
+        cancel_requested,
+        created_at,
+        updated_at,
+        ttl_ms,
+        expires_at,
+        version,
+        lease_holder,
+        lease_expires_at,
+        attempts,
+        handovers,
+    ) = row
+    return TaskRecord(
+        task_id=task_id,
+        owner=owner,
+        tool=tool,
+        scope=scope,
+        arguments=load_json(arguments),
+        client_capabilities=load_json(capabilities),
+        status=TaskStatus(status),
+        status_message=status_message,
+        input_requests=load_json(requests),
+        input_responses=load_json(responses),
+        result=json.loads(result) if result is not None else None,
+        error=json.loads(error) if error is not None else None,
+        cancel_requested=bool(cancel_requested),
+        created_at=created_at,
+        updated_at=updated_at,
+        ttl_ms=ttl_ms,
+        expires_at=expires_at,
+        version=version,
+        lease_holder=lease_holder,
+        lease_expires_at=lease_expires_at,
+        attempts=attempts,
+        handovers=handovers,
+    )
