@@ -11,18 +11,28 @@ from aml_mcp.server_record import ServerRecord
 
 
 def data_options() -> argparse.ArgumentParser:
-    """`--data-dir` and `--config`: which server's data a command works on (a parent parser)."""
+    """`--data-dir`, `--config` and `--database-url`: which server's data a command works on (a
+    parent parser). With a database URL, the state replicas share is read and written there."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--data-dir", type=Path, help="the server's data directory (default ./var)")
     parser.add_argument("--config", type=Path, help="a TOML settings file")
+    parser.add_argument(
+        "--database-url",
+        help="the shared PostgreSQL database of a scaled-out deployment (default: AML_MCP_DATABASE_URL,"
+        " else SQLite in the data directory)",
+    )
     return parser
 
 
 def address_options() -> argparse.ArgumentParser:
-    """`--host` and `--port` of the server a command speaks for (its issuer and audience)."""
+    """`--host`, `--port` and `--public-url` of the server a command speaks for (its issuer and
+    audience)."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--host", help="the server's host, for the issuer and audience (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="the server's port, for the issuer and audience")
+    parser.add_argument(
+        "--public-url", help="the MCP endpoint URL clients use (a load balancer's): the audience"
+    )
     return parser
 
 
@@ -33,13 +43,16 @@ def settings_from(args: argparse.Namespace) -> Settings:
         data_dir=getattr(args, "data_dir", None),
         host=getattr(args, "host", None),
         port=getattr(args, "port", None),
+        database_url=getattr(args, "database_url", None),
+        public_url=getattr(args, "public_url", None),
     )
 
 
 def served_url(settings: Settings, args: argparse.Namespace) -> str:
     """The resource URL of the server whose data directory this is: `--host`/`--port` when given,
     else what that server recorded when it last started, else what the settings say."""
-    if getattr(args, "host", None) is None and getattr(args, "port", None) is None:
+    given = (getattr(args, name, None) for name in ("host", "port", "public_url"))
+    if all(value is None for value in given):
         record = ServerRecord.read(settings.data_dir)
         if record is not None:
             return record.resource_url
