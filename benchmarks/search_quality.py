@@ -21,6 +21,7 @@ texts, FTS index and identifiers are real). Wall clock and process CPU time are 
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python benchmarks/search_quality.py                  # everything (~10 min)
     .venv/bin/python benchmarks/search_quality.py --skip-latency   # quality only
+    .venv/bin/python benchmarks/search_quality.py --latency-only   # latency only (~2 min)
 
 Stores are cached under `benchmarks/results/` (git-ignored); the figures are in
 `aml_mcp/aml/search/fusion.py` (quality) and docs/aml-tools.md (latency, ingest, load, install).
@@ -372,6 +373,27 @@ def cold_load(module: str, cls: str) -> float:
     return float(out.stdout.strip())
 
 
+def latencies(model: TransformerEmbedder, args: argparse.Namespace) -> dict[int, dict[str, float]]:
+    """Search latency at each of `--latency-sizes` notes for one bank, printed as it is measured."""
+    texts = [q.text for q in demo_set(200, args.seed).queries if q.tenant == demo.TENANTS[0].name][:120]
+    found: dict[int, dict[str, float]] = {}
+    for size in (int(s) for s in args.latency_sizes.split(",")):
+        with ThreadPoolExecutor(QUERY_EMBEDDING_THREADS) as overlap:
+            search = NoteSearch(model, overlap=overlap)
+            s = latency(search, latency_store(size, args.seed, model), texts, args.rounds)
+        found[size] = s
+        print(
+            f"latency at {size} notes/bank, median (min) over {args.rounds} repetitions of "
+            f"{s['n_per_rep']} queries: wall p50 {s['p50_ms']:.2f} ({s['min_p50_ms']:.2f}) ms, "
+            f"p95 {s['p95_ms']:.2f} ({s['min_p95_ms']:.2f}) ms; process CPU p50 "
+            f"{s['cpu_p50_ms']:.2f} ({s['min_cpu_p50_ms']:.2f}) ms, p95 {s['cpu_p95_ms']:.2f} "
+            f"({s['min_cpu_p95_ms']:.2f}) ms; load average "
+            f"{s['load_average_min']:.1f}-{s['load_average_max']:.1f}",
+            flush=True,
+        )
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo-notes-per-tenant", type=int, default=1000)
@@ -380,12 +402,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument(
+        "--latency-only", action="store_true", help="only the latency runs (quick, for a quiet moment)"
+    )
+    parser.add_argument(
         "--use-chosen", action="store_true", help="report the new pipeline with the weights chosen now"
     )
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
     threadpool_limits(limits=1, user_api="blas")  # as `aml-mcp serve` runs (cli.serve.single_threaded_blas)
     static, model = StaticEmbedder.load(), TransformerEmbedder.load()
+    if args.latency_only:
+        latencies(model, args)
+        return
     report: dict[str, Any] = {"load_average": os.getloadavg()[0]}
     rates: dict[str, float] = {}
     sets = [prose_set(), demo_set(args.demo_notes_per_tenant, args.seed)]
@@ -414,21 +442,7 @@ def main() -> None:
     }
     print(f"cold load (import + load + first encode, fresh process), s: {report['cold_load_s']}")
     if not args.skip_latency:
-        texts = [q.text for q in demo_set(200, args.seed).queries if q.tenant == demo.TENANTS[0].name][:120]
-        report["latency"] = {}
-        for size in (int(s) for s in args.latency_sizes.split(",")):
-            with ThreadPoolExecutor(QUERY_EMBEDDING_THREADS) as overlap:
-                search = NoteSearch(model, overlap=overlap)
-                s = latency(search, latency_store(size, args.seed, model), texts, args.rounds)
-            report["latency"][size] = s
-            print(
-                f"latency at {size} notes/bank, median (min) over {args.rounds} repetitions of "
-                f"{s['n_per_rep']} queries: wall p50 {s['p50_ms']:.2f} ({s['min_p50_ms']:.2f}) ms, "
-                f"p95 {s['p95_ms']:.2f} ({s['min_p95_ms']:.2f}) ms; process CPU p50 "
-                f"{s['cpu_p50_ms']:.2f} ({s['min_cpu_p50_ms']:.2f}) ms, p95 {s['cpu_p95_ms']:.2f} "
-                f"({s['min_cpu_p95_ms']:.2f}) ms; load average "
-                f"{s['load_average_min']:.1f}-{s['load_average_max']:.1f}"
-            )
+        report["latency"] = latencies(model, args)
     (RESULTS / "search_quality.json").write_text(json.dumps(report, indent=2, default=str))
 
 
