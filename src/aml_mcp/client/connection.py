@@ -33,6 +33,7 @@ from aml_mcp.client.errors import InputUnavailable
 from aml_mcp.client.events import TaskEvents
 from aml_mcp.client.extension import TasksExtension
 from aml_mcp.client.handle import InputHandler, TaskHandle
+from aml_mcp.client.result_type import default_result_type
 from aml_mcp.client.task_listen import TaskListen, listen_for_tasks
 from aml_mcp.client.task_shapes import (
     TASKS_EXTENSION,
@@ -103,7 +104,7 @@ class McpClient:
                 http = await stack.enter_async_context(create_mcp_http_client(auth=self._auth))
             self._sdk = await stack.enter_async_context(
                 Client(
-                    streamable_http_client(self.url, http_client=http),
+                    default_result_type(streamable_http_client(self.url, http_client=http)),
                     extensions=[TasksExtension(self._events, self._resolve_for_sdk)] if self._tasks else [],
                     elicitation_callback=self._elicit,
                     client_info=self._client_info,
