@@ -1,6 +1,6 @@
 """Moving tenants to the transformer's vector space in the background, with progress to show.
 
-Why in the background: the transformer embeds ~15-30 notes/s on 2 cores, so a first start that
+Why in the background: the transformer embeds ~25-30 notes/s on 2 cores, so a first start that
 embedded the demo corpus before serving would keep an analyst waiting minutes. Instead the demo
 (or a store from before the upgrade) is written with the static table in seconds, the server is
 ready at once (lexical search and static dense search for those tenants), and this moves each

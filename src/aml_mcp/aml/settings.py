@@ -31,7 +31,7 @@ class AmlSettings(BaseModel):
     `run_full_eval` regenerates its labelled queries from it, so a seed changed after the demo was
     loaded leaves the demo banks without retrieval figures."""
     embedder: EmbedderKind = EmbedderKind.MINILM
-    """The dense half of search: `minilm` (all-MiniLM-L6-v2 int8 on onnxruntime, ~15-30 notes/s at
+    """The dense half of search: `minilm` (all-MiniLM-L6-v2 int8 on onnxruntime, ~25-30 notes/s at
     ingest on 2 cores; the static table when onnxruntime is not installed) or `static` (the static
     token table: thousands of notes/s, lower quality). Vectors already stored in the other space
     stay searchable until `aml-mcp reembed` moves them."""

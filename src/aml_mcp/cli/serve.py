@@ -42,7 +42,7 @@ from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, dev_issuer
 from aml_mcp.http.protocol import uvicorn_options
 from aml_mcp.lab.wiring import page_url
 
-TRANSFORMER_NOTES_PER_S = 12
+TRANSFORMER_NOTES_PER_S = 25
 """Measured transformer ingest rate on 2 shared cores (benchmarks/search_quality.py): for the estimate."""
 
 
