@@ -163,6 +163,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         clock=clock,
         run_bodies=settings.role == "all",
         on_claimed=lambda task, now: metrics.claimed(task.created_at, task.attempts, now),
+        observe_store=metrics.store_operation,
     )
     followed = FollowedTasks()
     bus: EventBus

@@ -14,7 +14,7 @@ from aml_mcp.app import build_app
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.http.prometheus import ServerMetrics, metrics_endpoint
 from tests.support.asgi import InProcessServer
-from tests.support.mcp_http import call_tool, message, post
+from tests.support.mcp_http import call_tool, create, get, message, post
 from tests.support.settings import open_settings
 
 
@@ -75,3 +75,22 @@ def test_metrics_are_for_loopback_clients_unless_allowed() -> None:
     assert found[("aml_mcp_task_lease_takeovers_total", ())] == 1
     opened = metrics_endpoint(metrics, remote=True)
     assert asyncio.run(opened(_request_from("203.0.113.7"))).status_code == 200
+
+
+def test_task_store_operations_are_timed_by_operation(tmp_path: Path) -> None:
+    with InProcessServer(build_app(open_settings(tmp_path), catalog=fixture_catalog())) as server:
+        client = httpx.Client(transport=server.transport, base_url=server.url)
+        before = samples(client.get("/metrics").text)
+        task_id = create(client, "slow_compute", {"seconds": 0})["taskId"]
+        for _ in range(3):
+            assert get(client, task_id)["taskId"] == task_id
+        found = samples(client.get("/metrics").text)
+
+    def count(operation: str, seen: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> float:
+        return seen.get(("aml_mcp_task_store_seconds_count", (("operation", operation),)), 0.0)
+
+    assert count("create", found) - count("create", before) == 1
+    assert count("find", found) - count("find", before) >= 3
+    assert found[("aml_mcp_task_store_seconds_sum", (("operation", "create"),))] > 0
+    infinite = found[("aml_mcp_task_store_seconds_bucket", (("le", "+Inf"), ("operation", "create")))]
+    assert infinite == count("create", found)

@@ -3,8 +3,9 @@
 What an operator of several replicas needs to see: MCP requests by method and outcome (from the
 `Mcp-Method` header every 2026-07-28 request carries, bounded to the methods the server knows),
 tasks by state, how long new tasks wait before a runner claims them and how many lapsed leases are
-taken over, open listen streams, and the event bus's reconnects and resyncs. Values that live
-elsewhere (stream counts, bus counters, task counts in the database) are read when scraped.
+taken over, how long task store operations take, open listen streams, and the event bus's
+reconnects and resyncs. Values that live elsewhere (stream counts, bus counters, task counts in
+the database) are read when scraped.
 
 `/metrics` answers loopback clients only unless `metrics_remote` is set: the names of tools and
 the volume of work per method are not for the internet (put the scraper next to the process, or
@@ -53,6 +54,10 @@ KNOWN_METHODS = frozenset(
 )
 """Methods counted under their own name; anything else is `other`, so a client cannot grow the label set."""
 CLAIM_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+STORE_OPERATIONS = frozenset(
+    {"create", "find", "scope_of", "transition", "renew", "release", "abandon", "claim", "sweep"}
+)
 
 TaskCounts = Callable[[], Awaitable[Mapping[str, int]]]
 """Tasks by status right now (read from the store when scraped)."""
@@ -86,6 +91,13 @@ class ServerMetrics:
             "Tasks claimed after their holder's lease lapsed (a runner died or stalled)",
             registry=registry,
         )
+        self.store_latency = Histogram(
+            "aml_mcp_task_store_seconds",
+            "Duration of task store operations (SQLite or PostgreSQL), by operation",
+            ("operation",),
+            buckets=STORE_BUCKETS,
+            registry=registry,
+        )
         self.tasks = Gauge("aml_mcp_tasks", "Tasks in the store by status", ("status",), registry=registry)
         self._task_counts: TaskCounts | None = None
 
@@ -95,6 +107,11 @@ class ServerMetrics:
             self.claim_lag.observe(max(0, now_ms - created_at_ms) / 1000)
         else:
             self.takeovers.inc()
+
+    def store_operation(self, operation: str, seconds: float) -> None:
+        """A task store operation ended (`TimedTaskStore` calls this)."""
+        label = operation if operation in STORE_OPERATIONS else "other"
+        self.store_latency.labels(operation=label).observe(seconds)
 
     def count_tasks_with(self, counts: TaskCounts) -> None:
         self._task_counts = counts

@@ -37,6 +37,7 @@ from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
 from aml_mcp.tasks.store import TaskStore
 from aml_mcp.tasks.streams import FollowableTasks, PublishingTaskStore
+from aml_mcp.tasks.timed_store import StoreObserver, TimedTaskStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,7 @@ def build_tasks(
     clock: Clock | None = None,
     run_bodies: bool = True,
     on_claimed: Callable[[TaskRecord, int], None] | None = None,
+    observe_store: StoreObserver | None = None,
 ) -> Tasks:
     """Tasks on `shared` (PostgreSQL) when given, else in `database` (SQLite).
 
@@ -104,7 +106,8 @@ def build_tasks(
     the store announces each change itself, inside its transaction (NOTIFY), and a `PgEventBus`
     built on `following.changed` delivers it in every process: `bus` is not used. Time is then the
     database's (`DatabaseClock`) unless `clock` is given. Without `run_bodies` (PostgreSQL only)
-    tasks are created unleased and left for worker processes to claim.
+    tasks are created unleased and left for worker processes to claim. `observe_store` hears
+    the duration of every store operation (for the store latency metric).
     """
     if not run_bodies and shared is None:
         raise ValueError("only tasks on a shared database can be left for workers")
@@ -112,7 +115,7 @@ def build_tasks(
         database_clock = DatabaseClock(shared.now_ms) if clock is None else None
         clock = clock or database_clock
         assert clock is not None
-        store: TaskStore = postgres_store.PostgresTaskStore(shared)
+        store: TaskStore = _timed(postgres_store.PostgresTaskStore(shared), observe_store)
         return _assemble(
             settings,
             store,
@@ -128,8 +131,14 @@ def build_tasks(
     if bus is None:
         raise ValueError("tasks on SQLite publish their changes on an event bus")
     clock = clock or SystemClock()
-    store = PublishingTaskStore(SqliteTaskStore(database), bus, clock, settings.poll_interval_ms)
+    store = PublishingTaskStore(
+        _timed(SqliteTaskStore(database), observe_store), bus, clock, settings.poll_interval_ms
+    )
     return _assemble(settings, store, tools, audit, clock, on_claimed=on_claimed)
+
+
+def _timed(store: TaskStore, observe: StoreObserver | None) -> TaskStore:
+    return store if observe is None else TimedTaskStore(store, observe)
 
 
 def _assemble(
