@@ -61,7 +61,7 @@ from aml_mcp.subscriptions.policy import CredentialPolicy
 from aml_mcp.subscriptions.postgres_bus import PgEventBus
 from aml_mcp.tasks import postgres_store
 from aml_mcp.tasks.clock import Clock
-from aml_mcp.tasks.postgres_store import CREATED_CHANNEL
+from aml_mcp.tasks.postgres_store import CONTROL_CHANNEL, CREATED_CHANNEL
 from aml_mcp.tasks.wiring import build_tasks
 
 logger = logging.getLogger(__name__)
@@ -176,9 +176,11 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         bus = pg_bus
         if tasks.runs_bodies:
             # Tasks an API-only replica created wake this runner at once; a resync (reconnect,
-            # when signals may have been missed) claims too.
-            pg_bus.on_signal(CREATED_CHANNEL, tasks.runner.wake)
-            pg_bus.on_resync(_waking(tasks.runner.wake))
+            # when signals may have been missed) claims and re-reads its leases too.
+            pg_bus.on_signal(CREATED_CHANNEL, lambda _: tasks.runner.wake())
+            # Cancellations and answers for a task this runner holds, stored by any process.
+            pg_bus.on_signal(CONTROL_CHANNEL, tasks.runner.control_signal)
+            pg_bus.on_resync(_waking(tasks.runner.wake, tasks.runner.heartbeat_now))
         metrics.count_tasks_with(lambda: postgres_store.count_by_status(shared))
         metrics.counters(
             lambda: {
@@ -377,9 +379,10 @@ def _simulation(dev: DevAuth) -> Simulation:
     return Simulation(mint, banks=sorted({user.tenant for user in UserDirectory()}))
 
 
-def _waking(wake: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+def _waking(*wakes: Callable[[], None]) -> Callable[[], Awaitable[None]]:
     async def hook() -> None:
-        wake()
+        for wake in wakes:
+            wake()
 
     return hook
 

@@ -47,15 +47,16 @@ logger = logging.getLogger(__name__)
 TASK_CHANNEL = "aml_task_events"
 """The task store's channel (`tasks.postgres_store.CHANNEL`), as this deployment names it."""
 Resolver = Callable[[str, Owner], Awaitable[Event | None]]
-Signal = Callable[[], None]
-"""Called for each notification on an extra channel (`on_signal`): a wake-up, the payload unread."""
+Signal = Callable[[str], None]
+"""Called with the payload of each notification on an extra channel (`on_signal`), on the event
+loop: it must not block (a wake-up, a comparison), and nothing is looked up for it."""
 Resync = Callable[[], Awaitable[None]]
 
 
-def _signal(hooks: dict[object, Signal]) -> None:
+def _signal(hooks: dict[object, Signal], payload: str) -> None:
     for hook in list(hooks.values()):
         try:
-            hook()
+            hook(payload)
         except Exception:
             logger.exception("a signal hook raised; the others still run")
 
@@ -216,7 +217,7 @@ class PgEventBus:
                     async for notify in conn.notifies(timeout=self._liveness):
                         hooks = signals.get(notify.channel)
                         if hooks is not None:
-                            _signal(hooks)
+                            _signal(hooks, notify.payload)
                             continue
                         self.received += 1
                         hooked = self._channel_hooks.get(notify.channel)

@@ -54,11 +54,15 @@ logger = logging.getLogger(__name__)
 
 COMPONENT = "tasks"
 CHANNEL = "aml_task_events"
+"""Where status changes are announced (`PostgresDatabase.channel` of it); payload
+`{"id", "v", "o": [issuer, subject, tenant, client]}`."""
 CREATED_CHANNEL = "aml_tasks_created"
 """Signalled (no payload) in the transaction that creates an unleased task, so idle workers claim
 it at once instead of at their next claim poll."""
-"""Where status changes are announced (`PostgresDatabase.channel` of it); payload
-`{"id", "v", "o": [issuer, subject, tenant, client]}`."""
+CONTROL_CHANNEL = "aml_task_control"
+"""Signalled in the transaction that requests a running task's cancellation or stores answers for
+it, with the lease holder as payload: that runner re-reads its leases at once instead of at its
+next heartbeat. Only a runner name travels (host, pid, random bits), never task data."""
 MAX_PAYLOAD_BYTES = 7_900
 """NOTIFY refuses payloads of 8,000 bytes or more; an owner that would not fit is left out."""
 
@@ -350,14 +354,21 @@ class PostgresTaskStore:
             args.append(now_ms)
         update = f"UPDATE tasks SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING {COLUMNS}"  # noqa: S608
         params: list[Any] = [*values, *args]
+        # Notifications are part of the transition's own statement: sent at commit, or never.
+        notices: list[str] = []
         if change.status is not None or change.input_requests is not None:
-            # The notification is part of the transition's own statement: sent at commit, or never.
-            sql = f"WITH u AS ({update}) SELECT u.*, pg_notify(%s, %s) FROM u"  # noqa: S608
+            notices.append("pg_notify(%s, %s)")
             params += [self._db.channel(CHANNEL), notification_payload(task_id, expected_version + 1, owner)]
-            rows = await self._run(sql, params)
-            return _record(rows[0][:-1]) if rows else None
-        rows = await self._run(update, params)
-        return _record(rows[0]) if rows else None
+        if change.cancel_requested or change.input_responses is not None:
+            # Whoever runs the task hears it now, not at its next heartbeat (if anyone runs it).
+            notices.append("CASE WHEN u.lease_holder IS NOT NULL THEN pg_notify(%s, u.lease_holder) END")
+            params.append(self._db.channel(CONTROL_CHANNEL))
+        if not notices:
+            rows = await self._run(update, params)
+            return _record(rows[0]) if rows else None
+        sql = f"WITH u AS ({update}) SELECT u.*, {', '.join(notices)} FROM u"  # noqa: S608
+        rows = await self._run(sql, params)
+        return _record(rows[0][: -len(notices)]) if rows else None
 
     async def renew(
         self, holder: str, lease_until_ms: int, now_ms: int, task_ids: Collection[str] | None = None

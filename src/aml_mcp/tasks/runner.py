@@ -131,9 +131,9 @@ class TaskRunner:
             per_principal=settings.max_concurrent_per_principal,
         )
         self._storage_fault = is_storage_fault
+        """Tells a body's own storage failure (the AML stores are SQLite files too) from its bugs."""
         self._on_claimed = on_claimed
         """Told of every claimed task and the time of the claim (metrics: claim lag, takeovers)."""
-        """Tells a body's own storage failure (the AML stores are SQLite files too) from its bugs."""
         self._jobs: dict[str, Job] = {}
         self._joinable: dict[str, Job] = {}
         """Per coalescing key, the job whose run identical tasks created meanwhile follow."""
@@ -141,6 +141,8 @@ class TaskRunner:
         self._outage: dict[str, str] = {}
         self._wake = anyio.Event()
         """Set by `wake()`: claim now rather than at the next `claim_interval_ms`."""
+        self._beat = anyio.Event()
+        """Set by `heartbeat_now()`: re-read the leases now rather than at the next `heartbeat_ms`."""
 
     @property
     def holder(self) -> str:
@@ -374,7 +376,9 @@ class TaskRunner:
 
     async def _heartbeats(self) -> None:
         while True:
-            await anyio.sleep(self._settings.heartbeat_ms / 1000)
+            with anyio.move_on_after(self._settings.heartbeat_ms / 1000):
+                await self._beat.wait()
+            self._beat = anyio.Event()
             jobs = dict(self._jobs)
             if not jobs:
                 continue
@@ -413,6 +417,16 @@ class TaskRunner:
             with anyio.move_on_after(self._settings.claim_interval_ms / 1000):
                 await self._wake.wait()
             self._wake = anyio.Event()
+
+    def heartbeat_now(self) -> None:
+        """Re-read this runner's leases at once: another process asked to cancel a task it runs or
+        stored answers for one (the heartbeat finds both). Safe to call from the event loop at any rate."""
+        self._beat.set()
+
+    def control_signal(self, holder: str) -> None:
+        """A control notification named `holder`: act on it if that is this runner."""
+        if holder == self._holder:
+            self.heartbeat_now()
 
     def wake(self) -> None:
         """Claim at once: a task was created for any runner to take (the claim poll is the backstop
