@@ -8,20 +8,24 @@ no NOTIFY, as when the listener was away), the periodic fingerprint poll is the 
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from pathlib import Path
 
 import anyio
 import psycopg
+import pytest
 
 from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
 from aml_mcp.auth.revocation import RevocationList
+from aml_mcp.cli import main as cli_main
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.subscriptions.postgres_bus import listener_name
 from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server
 from tests.support.postgres import scratch_schema
+from tests.support.waiting import eventually
 
 REFRESH_SECONDS = 1.0
 
@@ -133,3 +137,77 @@ def test_a_listener_reconnect_re_reads_the_list(tmp_path: Path) -> None:
             assert row == (1,)
             killed = time.perf_counter()
         _until_refused(server, token, killed, 5.0)
+
+
+def test_aml_mcp_revoke_with_a_database_url_is_enforced_by_the_replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with (
+        scratch_schema() as (url, schema),
+        TestIssuer() as issuer,
+        secured_server(
+            tmp_path / "replica",
+            fixture_catalog(),
+            issuer=issuer,
+            auth=auth_settings([issuer], revocation_refresh_seconds=30.0),
+            database_url=url,
+            database_schema=schema,
+        ) as server,
+    ):
+        jti = secrets.token_hex(8)
+        token = server.mint(jti=jti)
+        assert server.post("tools/list", token=token).status_code == 200
+        # The operator's command, on a data directory of its own: only the database is shared.
+        monkeypatch.setenv("AML_MCP_DATABASE_SCHEMA", schema)
+        command = ["revoke", "--data-dir", str(tmp_path / "operator"), "--database-url", url]
+        assert cli_main([*command, "--jti", jti, "--note", "leaked"]) == 0
+        _until_refused(server, token, time.perf_counter(), 2.0)
+        capsys.readouterr()
+        assert cli_main([*command, "--list"]) == 0
+        listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [(entry["value"], entry["note"]) for entry in listed] == [(jti, "leaked")]
+        assert not (tmp_path / "operator" / "aml-mcp.db").exists()  # nothing written beside the point
+        assert cli_main([*command, "--jti", jti, "--lift"]) == 0
+        eventually(
+            lambda: server.post("tools/list", token=token).status_code,
+            until=lambda status: status == 200,
+            timeout=5,
+            what="the lifted revocation to take effect",
+        )
+
+
+def test_aml_mcp_audit_tail_with_a_database_url_reads_the_shared_trail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with (
+        scratch_schema() as (url, schema),
+        TestIssuer() as issuer,
+        secured_server(
+            tmp_path / "replica",
+            fixture_catalog(),
+            issuer=issuer,
+            auth=auth_settings([issuer]),
+            database_url=url,
+            database_schema=schema,
+        ) as server,
+    ):
+        marker = f"tail-{secrets.token_hex(4)}"
+        assert server.post("tools/list", token=server.mint(subject=marker)).status_code == 200
+        monkeypatch.setenv("AML_MCP_DATABASE_SCHEMA", schema)
+        command = [
+            "audit",
+            "tail",
+            "-n",
+            "50",
+            "--data-dir",
+            str(tmp_path / "operator"),
+            "--database-url",
+            url,
+        ]
+
+        def subjects() -> list[str]:
+            capsys.readouterr()
+            assert cli_main(command) == 0
+            return [json.loads(line).get("subject") for line in capsys.readouterr().out.splitlines()]
+
+        eventually(subjects, until=lambda seen: marker in seen, timeout=10, what="the replica's decision")

@@ -14,9 +14,12 @@ import json
 import sys
 from typing import Any
 
+from aml_mcp.auth import postgres_revocations
+from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
 from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
 from aml_mcp.auth.revocation_store import SqliteRevocationStore
 from aml_mcp.cli.options import address_options, data_options, served_url, settings_from, trusted_issuers
+from aml_mcp.cli.shared_database import shared_database
 from aml_mcp.cli.startup import EXIT_SETTINGS
 from aml_mcp.config import Settings
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, token_minter
@@ -46,31 +49,39 @@ def _token(args: argparse.Namespace) -> int:
 
 
 async def _with_revocations(settings: Settings, args: argparse.Namespace) -> int:
+    """The revocation list the server reads: the shared one on PostgreSQL (every replica enforces
+    a change at once, by NOTIFY), else the data directory's."""
+    async with shared_database(settings, [postgres_revocations.MIGRATION]) as shared:
+        if shared is not None:
+            return await _change_revocations(RevocationList(PostgresRevocationStore(shared)), args)
     database = SqliteDatabase(settings.ensure_data_dir() / "aml-mcp.db")
     database.open()
     try:
         await database.migrate(REVOCATION_COMPONENT, REVOCATION_MIGRATIONS)
-        revocations = RevocationList(SqliteRevocationStore(database))
-        if args.list:
-            for entry in await revocations.entries():
-                print(json.dumps(_entry(entry)))
-            return 0
-        if args.jti:
-            if args.lift:
-                return 0 if await revocations.lift("jti", args.issuer, args.jti) else 1
-            await revocations.revoke_token(args.jti, issuer=args.issuer, note=args.note)
-            print(f"revoked token {args.jti}" + (f" of {args.issuer}" if args.issuer else " (any issuer)"))
-            return 0
-        if not args.issuer:
-            print("aml-mcp revoke: --subject needs --issuer", file=sys.stderr)
-            return 2
-        if args.lift:
-            return 0 if await revocations.lift("subject", args.issuer, args.subject) else 1
-        await revocations.revoke_subject(args.issuer, args.subject, note=args.note)
-        print(f"revoked every token of {args.subject} from {args.issuer}")
-        return 0
+        return await _change_revocations(RevocationList(SqliteRevocationStore(database)), args)
     finally:
         database.close()
+
+
+async def _change_revocations(revocations: RevocationList, args: argparse.Namespace) -> int:
+    if args.list:
+        for entry in await revocations.entries():
+            print(json.dumps(_entry(entry)))
+        return 0
+    if args.jti:
+        if args.lift:
+            return 0 if await revocations.lift("jti", args.issuer, args.jti) else 1
+        await revocations.revoke_token(args.jti, issuer=args.issuer, note=args.note)
+        print(f"revoked token {args.jti}" + (f" of {args.issuer}" if args.issuer else " (any issuer)"))
+        return 0
+    if not args.issuer:
+        print("aml-mcp revoke: --subject needs --issuer", file=sys.stderr)
+        return 2
+    if args.lift:
+        return 0 if await revocations.lift("subject", args.issuer, args.subject) else 1
+    await revocations.revoke_subject(args.issuer, args.subject, note=args.note)
+    print(f"revoked every token of {args.subject} from {args.issuer}")
+    return 0
 
 
 def _entry(entry: Any) -> dict[str, Any]:
