@@ -3,9 +3,12 @@ one PostgreSQL schema, all real processes started by `aml-mcp cluster`'s own cod
 
 - The official conformance suite passes through the balancer, every request landing on whichever
   replica is next, and every task body running on a worker.
-- kill -9 of a replica and of a worker during a burst of creates: every task a client got a
+- kill -9 of a replica and of a worker during a burst of 500 creates: every task a client got a
   `CreateTaskResult` for is readable from every surviving replica and ends `completed` with its own
   result, the same on every replica.
+- A listen stream on a killed replica reconnects through the balancer and gets current state first;
+  terminating every process's LISTEN connection during a burst of completions loses none of them
+  on any replica's stream.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import pytest
 from aml_mcp.cli.cluster import Cluster, haproxy_config, running_cluster
 from tests.subscriptions.test_listen_http import listening
 from tests.support.mcp_http import WITH_TASKS, create, get
-from tests.support.postgres import check_reachable, database_url
+from tests.support.postgres import check_reachable, database_url, kill_listeners
+from tests.support.sse import final_states
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.slow]
@@ -171,3 +175,43 @@ def test_a_listen_stream_on_a_killed_replica_reconnects_and_gets_current_state_f
                 current = again.next(timeout=20)
                 assert current is not None
             assert current["params"]["taskId"] == task_id
+
+
+def test_killing_every_listener_during_a_burst_of_completions_loses_nothing_on_any_stream(
+    cluster: Cluster,
+) -> None:
+    """A stream on each replica follows the same 40 tasks; while the worker completes them, every
+    process's LISTEN connection is terminated six times. Each stream still ends with every task
+    completed: after a reconnect each replica re-reads its streams' tasks."""
+    base = cluster.url.removesuffix("/mcp")
+    seconds = [0.3 + 0.05 * i for i in range(40)]  # completions spread over about 2 seconds
+    with httpx.Client(base_url=base, timeout=10) as client:
+        task_ids = [
+            create(client, "slow_compute", {"seconds": s, "label": str(s)})["taskId"] for s in seconds
+        ]
+    outcomes: dict[int, dict[str, str]] = {}
+    opened = threading.Barrier(len(cluster.replicas) + 1, timeout=30)
+
+    def follow(port: int) -> None:
+        with (
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=httpx.Timeout(10, read=40)) as client,
+            listening(client, {"taskIds": task_ids}, capabilities=WITH_TASKS) as stream,
+        ):
+            ack = stream.next()
+            assert ack is not None and ack["method"] == "notifications/subscriptions/acknowledged"
+            opened.wait()
+            outcomes[port] = final_states(stream, task_ids, timeout=40)
+
+    followers = [threading.Thread(target=follow, args=(port,)) for port, _ in cluster.replicas]
+    for follower in followers:
+        follower.start()
+    opened.wait()
+    killed: list[int] = []
+    kill_listeners(database_url(), cluster.schema, 6, 0.35, killed)
+    for follower in followers:
+        follower.join(60)
+    # Three replicas and two workers each hold one listener connection.
+    assert sum(1 for count in killed if count >= 4) >= 3, f"listeners were not killed: {killed}"
+    assert sorted(outcomes) == sorted(port for port, _ in cluster.replicas)
+    for port, states in outcomes.items():
+        assert {t: states.get(t) for t in task_ids} == dict.fromkeys(task_ids, "completed"), port

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,12 +27,12 @@ from aml_mcp.principal import Owner
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.subscriptions.events import Event, TaskChanged
 from aml_mcp.subscriptions.followed import FollowedTasks
-from aml_mcp.subscriptions.postgres_bus import TASK_CHANNEL, PgEventBus, listener_name, parse_payload
+from aml_mcp.subscriptions.postgres_bus import TASK_CHANNEL, PgEventBus, parse_payload
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import TASKS_EXTENSION, create, headers_for, message
-from tests.support.postgres import scratch_database, scratch_schema
+from tests.support.postgres import kill_listeners, scratch_database, scratch_schema
 from tests.support.settings import open_settings
-from tests.support.sse import SseReader
+from tests.support.sse import SseReader, final_states
 from tests.support.subprocess_server import ServerProcess
 
 WITH_TASKS = {"extensions": {TASKS_EXTENSION: {}}}
@@ -74,24 +73,6 @@ def listening(client: httpx.Client, task_ids: list[str]) -> Iterator[SseReader]:
         yield SseReader(response)
 
 
-def final_states(stream: SseReader, task_ids: list[str], timeout: float) -> dict[str, str]:
-    """Read task notifications until every id has a terminal status (or the time is up)."""
-    states: dict[str, str] = {}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not all(
-        states.get(t) in ("completed", "failed", "cancelled") for t in task_ids
-    ):
-        try:
-            note = stream.next(timeout=max(0.05, deadline - time.monotonic()))
-        except TimeoutError:
-            break
-        if note is None:
-            break
-        if note.get("method") == "notifications/tasks":
-            states[note["params"]["taskId"]] = note["params"]["status"]
-    return states
-
-
 def test_a_change_committed_in_one_process_reaches_a_stream_in_another(pair: Pair) -> None:
     task = create(pair.a, "slow_compute", {"seconds": 0.5, "label": "x"})
     with listening(pair.b, [task["taskId"]]) as stream:
@@ -104,18 +85,6 @@ def test_a_change_committed_in_one_process_reaches_a_stream_in_another(pair: Pai
         assert final["params"]["taskId"] == task["taskId"] and final["params"]["status"] == "completed"
 
 
-def _kill_listeners(url: str, schema: str, rounds: int, every: float, killed: list[int]) -> None:
-    """`pg_terminate_backend` on every listener connection of this schema, `rounds` times."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        for _ in range(rounds):
-            time.sleep(every)
-            row = conn.execute(
-                "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
-                (listener_name(schema),),
-            ).fetchone()
-            killed.append(int(row[0]) if row else 0)
-
-
 def test_killing_the_listeners_during_a_burst_loses_no_final_state(pair: Pair) -> None:
     seconds = [0.2 + 0.05 * i for i in range(40)]  # completions spread over about 2 seconds
     task_ids = [create(pair.a, "slow_compute", {"seconds": s, "label": str(s)})["taskId"] for s in seconds]
@@ -123,7 +92,7 @@ def test_killing_the_listeners_during_a_burst_loses_no_final_state(pair: Pair) -
         ack = stream.next()
         assert ack is not None and ack["method"] == "notifications/subscriptions/acknowledged"
         killed: list[int] = []
-        killer = threading.Thread(target=_kill_listeners, args=(pair.url, pair.schema, 6, 0.35, killed))
+        killer = threading.Thread(target=kill_listeners, args=(pair.url, pair.schema, 6, 0.35, killed))
         killer.start()
         try:
             states = final_states(stream, task_ids, timeout=30)

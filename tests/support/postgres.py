@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from psycopg import sql
 
 from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.subscriptions.postgres_bus import listener_name
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -88,3 +90,15 @@ def backend_settings(backend: str) -> Iterator[dict[str, Any]]:
         return
     with scratch_schema() as (url, schema):
         yield {"database_url": url, "database_schema": schema}
+
+
+def kill_listeners(url: str, schema: str, rounds: int, every: float, killed: list[int]) -> None:
+    """`pg_terminate_backend` on every listener connection of this schema, `rounds` times."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(rounds):
+            time.sleep(every)
+            row = conn.execute(
+                "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+                (listener_name(schema),),
+            ).fetchone()
+            killed.append(int(row[0]) if row else 0)

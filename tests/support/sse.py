@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -42,3 +43,21 @@ class SseReader:
         while (message := self.next(timeout)) is not None:
             out.append(message)
         return out
+
+
+def final_states(stream: SseReader, task_ids: list[str], timeout: float) -> dict[str, str]:
+    """Read task notifications until every id has a terminal status (or the time is up)."""
+    states: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not all(
+        states.get(t) in ("completed", "failed", "cancelled") for t in task_ids
+    ):
+        try:
+            note = stream.next(timeout=max(0.05, deadline - time.monotonic()))
+        except TimeoutError:
+            break
+        if note is None:
+            break
+        if note.get("method") == "notifications/tasks":
+            states[note["params"]["taskId"]] = note["params"]["status"]
+    return states

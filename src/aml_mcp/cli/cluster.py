@@ -152,11 +152,19 @@ def running_cluster(
             _wait_ready(f"http://127.0.0.1:{replica_port}/readyz", proc, f"replica {index + 1}", log)
             replica_ports.append((replica_port, proc))
         worker_procs = []
+        health: list[tuple[int, subprocess.Popen[bytes], Path]] = []
         for index in range(workers):
+            health_port = free_port()
+            log = work / f"worker-{index + 1}.log"
             args = [*python, "worker", "--catalog", catalog, "--data-dir", str(data_dir)]
-            proc = _spawn(args, child_env, work / f"worker-{index + 1}.log")
+            proc = _spawn([*args, "--health-port", str(health_port)], child_env, log)
             started.append(proc)
             worker_procs.append(proc)
+            health.append((health_port, proc, log))
+        # Started together, then awaited: ready means listening for new tasks, so nothing the
+        # cluster's first client creates waits for a worker's start-up.
+        for index, (health_port, proc, log) in enumerate(health):
+            _wait_ready(f"http://127.0.0.1:{health_port}/readyz", proc, f"worker {index + 1}", log)
         config = work / "haproxy.cfg"
         config.write_text(
             haproxy_config(TEMPLATE.read_text(), port=lb_port, replicas=[p for p, _ in replica_ports])
