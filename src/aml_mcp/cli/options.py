@@ -8,6 +8,7 @@ from pathlib import Path
 from aml_mcp.config import Settings, load_settings
 from aml_mcp.devauth.wiring import dev_issuer
 from aml_mcp.server_record import ServerRecord
+from aml_mcp.store.postgres import PostgresDatabase
 
 
 def data_options() -> argparse.ArgumentParser:
@@ -46,6 +47,14 @@ def settings_from(args: argparse.Namespace) -> Settings:
         database_url=getattr(args, "database_url", None),
         public_url=getattr(args, "public_url", None),
     )
+
+
+def shared_database(settings: Settings) -> PostgresDatabase | None:
+    """The deployment's shared PostgreSQL database (`--database-url`, `database_url`), not yet
+    opened, or None when the state is in the data directory."""
+    if settings.database_url is None:
+        return None
+    return PostgresDatabase(settings.database_url, schema=settings.database_schema)
 
 
 def served_url(settings: Settings, args: argparse.Namespace) -> str:

@@ -130,7 +130,7 @@ def _check_signing_keys(data_dir: Path) -> None:
     if not path.exists():
         return  # created on first use
     try:
-        DevSigningKeys(data_dir).jwks()
+        DevSigningKeys.in_data_dir(data_dir).jwks()
     except (OSError, ValueError) as exc:
         raise StartupError(
             f"{path} is damaged ({exc}): restore it from a backup, or remove it to make a new key "

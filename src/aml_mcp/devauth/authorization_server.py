@@ -42,9 +42,9 @@ from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.devauth.client_metadata import ClientMetadataDocuments, DocumentSource, is_document_url
 from aml_mcp.devauth.minting import TokenMinter
 from aml_mcp.devauth.redirects import acceptable_redirect_uri
-from aml_mcp.devauth.sqlite_store import (
+from aml_mcp.devauth.store import (
+    DevAuthStore,
     DevClient,
-    DevStore,
     Grant,
     RegistrationRefused,
     StoredCode,
@@ -421,7 +421,7 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         *,
         issuer: str,
         default_resource: str,
-        store: DevStore,
+        store: DevAuthStore,
         minter: TokenMinter,
         hierarchy: ScopeHierarchy,
         scopes_supported: Sequence[str],

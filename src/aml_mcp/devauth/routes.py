@@ -43,7 +43,7 @@ from aml_mcp.devauth.pages import (
     request_fields,
 )
 from aml_mcp.devauth.redirects import redirects_without_asking
-from aml_mcp.devauth.sqlite_store import DevClient
+from aml_mcp.devauth.store import DevClient
 from aml_mcp.devauth.users import UserDirectory
 
 logger = logging.getLogger(__name__)
