@@ -206,6 +206,10 @@ def _single_resource(request: OAuth2Request) -> str | None:
     if len(values) > 1:
         raise InvalidTargetError("only one 'resource' is supported per request")
     value = values[0]
+    if any(ord(char) <= 0x20 or ord(char) == 0x7F for char in value):
+        # Never part of a URI (RFC 3986), and NUL cannot even be stored on PostgreSQL: refused
+        # here, before the consent page shows it or a code remembers it.
+        raise InvalidTargetError("'resource' must not contain whitespace or control characters")
     try:
         parts = urlsplit(value)
     except ValueError:
