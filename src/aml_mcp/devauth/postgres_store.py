@@ -75,6 +75,9 @@ COMPONENT = "devauth"
 MAX_CONNECTIONS = 4
 """Pooled connections one process holds for the development issuer (besides the app's pool)."""
 
+APPLICATION_NAME = "aml-mcp-devauth"
+"""How the issuer's connections are named in `pg_stat_activity` (apart from the app's pool)."""
+
 REGISTRATION_LOCK = 0x616D6C2D6D637003
 """Advisory lock key held while a dynamic registration counts its quota and inserts."""
 
@@ -183,7 +186,7 @@ class DevAuthDatabase:
             shared.url,
             min_size=1,
             max_size=max_size,
-            kwargs={**shared.connect_kwargs(), "autocommit": True},
+            kwargs={**shared.connect_kwargs(), "autocommit": True, "application_name": APPLICATION_NAME},
             timeout=shared.budget.wait_seconds,
             name="aml-mcp-devauth",
             open=False,

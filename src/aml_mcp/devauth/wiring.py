@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio.to_thread
 from starlette.routing import BaseRoute
 
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
@@ -126,8 +127,11 @@ class DevAuth:
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
 
     async def fetch_jwks(self) -> Mapping[str, Any]:
-        """The key source the resource server verifies dev tokens with (no HTTP round trip to itself)."""
-        return self.keys.jwks()
+        """The key source the resource server verifies dev tokens with (no HTTP round trip to itself).
+
+        On a worker thread: with a shared database, reading the keys is a query."""
+        keys: Mapping[str, Any] = await anyio.to_thread.run_sync(self.keys.jwks)
+        return keys
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
