@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import httpx
 import pytest
 
 from aml_mcp.cli import main as cli_main
+from aml_mcp.cli.serve import serve_banner
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import SERVICE_CLIENT_ID
 from tests.support.dev_issuer import REDIRECT, pkce, probe_catalog
@@ -275,3 +277,27 @@ def test_without_the_database_replicas_do_not_share_keys(tmp_path: Path) -> None
         assert _jwks(a) != _jwks(b)
         token = a.dev_token(subject="alice", tenant="meridian-bank").token
         assert b.post("tools/call", PROBE, token=token).status_code == 401
+
+
+def test_the_serve_banners_token_command_uses_the_shared_keys(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = next(line for line in serve_banner(pair.a.settings).splitlines() if " token --data-dir" in line)
+    words = shlex.split(line)
+    start = next(index for index, word in enumerate(words) if word == "token")
+    for word in words[:start]:
+        name, _, value = word.partition("=")
+        if name.startswith("AML_MCP_"):
+            monkeypatch.setenv(name, value)
+    assert "--database-url" in words
+    assert cli_main(words[start:]) == 0
+    token = capsys.readouterr().out.strip()
+    for server in (pair.a, pair.b):
+        assert server.post("tools/call", PROBE, token=token).status_code == 200
+
+
+def test_the_serve_banner_never_prints_a_database_password(pair: Pair) -> None:
+    settings = pair.a.settings.model_copy(update={"database_url": "postgresql://aml:hunter2@db.example/aml"})
+    banner = serve_banner(settings)
+    assert "hunter2" not in banner
+    assert '--database-url "$AML_MCP_DATABASE_URL"' in banner
