@@ -328,6 +328,42 @@ def test_concurrent_rotations_of_one_refresh_token_from_two_processes_succeed_on
         assert won.count(True) == 1, won
 
 
+def test_two_processes_rotating_one_refresh_token_at_once_leave_no_live_successor(place: Place) -> None:
+    """The loser of the race is a reuse: it revokes the family, and the winner's successor, stored
+    before or after that revocation, never works (RFC 9700 §4.14.2: no fork of a revoked grant)."""
+    stores = [place.open_store(), place.open_store()]
+    for trial in range(5):
+        family = new_family()
+        stores[0].put_refresh_token(f"start-{trial}", _grant(family), 3_600)
+        barrier = threading.Barrier(2)
+
+        def rotate(
+            number: int, trial: int = trial, family: str = family, barrier: threading.Barrier = barrier
+        ) -> bool:
+            barrier.wait()
+            if not stores[number].redeem_refresh_token(digest(f"start-{trial}")):
+                return False
+            stores[number].put_refresh_token(f"next-{trial}-{number}", _grant(family), 3_600)
+            return True
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            won = list(pool.map(rotate, range(2)))
+        assert won.count(True) == 1, won
+        for number in range(2):
+            assert stores[1 - number].refresh_token(f"next-{trial}-{number}") is None
+
+
+def test_used_codes_are_remembered_while_old_ones_are_forgotten(place: Place) -> None:
+    family = new_family()
+    store = place.open_store()
+    store.put_code("used-code", _code(family))
+    assert store.redeem_code(digest("used-code"))
+    store.put_refresh_token("refresh-1", _grant(family), 3_600)
+    store.put_code("another-code", _code())  # housekeeping runs here
+    assert store.code("used-code", "client-1") is None  # still recognised as a replay
+    assert store.refresh_token("refresh-1") is None
+
+
 def test_an_expired_or_unknown_refresh_token_finds_nothing(place: Place) -> None:
     store = place.open_store()
     store.put_refresh_token("refresh-1", _grant(new_family()), 3_600)

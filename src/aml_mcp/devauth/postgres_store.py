@@ -209,6 +209,12 @@ class DevAuthDatabase:
         self._pool.close()
 
     @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection in autocommit: each statement is its own transaction."""
+        with self._pool.connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection inside one transaction: committed on exit, rolled back on error."""
         with self._pool.connection() as conn, conn.transaction():
@@ -329,17 +335,26 @@ class PostgresDevStore:
         conn.execute("UPDATE devauth_codes SET used = TRUE WHERE family = %s", (family,))
         logger.warning("%s: revoked every refresh token of that grant (client %s)", reason, client_id)
 
-    def _forget_old(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(
-            "DELETE FROM devauth_codes WHERE (NOT used AND expires_at <= devauth_now())"
-            " OR expires_at <= devauth_now() - %s",
-            (self.replay_memory_seconds,),
-        )
-        conn.execute("DELETE FROM devauth_refresh_tokens WHERE expires_at <= devauth_now()")
-        conn.execute(
-            "DELETE FROM devauth_revoked_families WHERE revoked_at <= devauth_now() - %s",
-            (self.replay_memory_seconds,),
-        )
+    def _forget_old(self) -> None:
+        """Delete what expired, each statement its own transaction and skipping rows another
+        transaction holds: housekeeping never waits for a request, so it cannot deadlock with one
+        (inside a request's transaction its row locks could meet a revoker's in another order)."""
+        with self.database.connection() as conn:
+            conn.execute(
+                "DELETE FROM devauth_codes WHERE code_sha256 IN (SELECT code_sha256 FROM devauth_codes"
+                " WHERE (NOT used AND expires_at <= devauth_now()) OR expires_at <= devauth_now() - %s"
+                " FOR UPDATE SKIP LOCKED)",
+                (self.replay_memory_seconds,),
+            )
+            conn.execute(
+                "DELETE FROM devauth_refresh_tokens WHERE token_sha256 IN (SELECT token_sha256"
+                " FROM devauth_refresh_tokens WHERE expires_at <= devauth_now() FOR UPDATE SKIP LOCKED)"
+            )
+            conn.execute(
+                "DELETE FROM devauth_revoked_families WHERE family IN (SELECT family FROM"
+                " devauth_revoked_families WHERE revoked_at <= devauth_now() - %s FOR UPDATE SKIP LOCKED)",
+                (self.replay_memory_seconds,),
+            )
 
     # --- authorization codes ---
     def put_code(self, code: str, stored: StoredCode) -> None:
@@ -354,8 +369,8 @@ class PostgresDevStore:
             stored.code_challenge_method,
             stored.family,
         )
+        self._forget_old()
         with self.database.transaction() as conn:
-            self._forget_old(conn)
             conn.execute(
                 "INSERT INTO devauth_codes (code_sha256, client_id, redirect_uri, scope, subject, tenant,"
                 " resource, code_challenge, code_challenge_method, expires_at, family)"
@@ -430,8 +445,8 @@ class PostgresDevStore:
     def put_refresh_token(self, token: str, grant: Grant, ttl_seconds: int) -> bool:
         family = grant.family or new_family()
         _checked(grant.client_id, grant.scope, grant.subject, grant.tenant, grant.resource, family)
+        self._forget_old()
         with self.database.transaction() as conn:
-            self._forget_old(conn)
             _lock_family(conn, family)
             row = conn.execute(
                 "INSERT INTO devauth_refresh_tokens (token_sha256, client_id, scope, subject, tenant,"
