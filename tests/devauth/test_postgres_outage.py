@@ -1,4 +1,5 @@
-"""When the development issuer's database connections are cut, clients get 503 and a retry, then it recovers.
+"""When the development issuer's database connections are cut, clients get 503 and a retry, then it recovers;
+a command pointed at a database that cannot be reached says so in one line.
 
 The server terminates every connection of the issuer's pool (`pg_terminate_backend`, as a restart
 or a failover would): the next request meets a dead connection. It must be answered 503 with
@@ -11,7 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import psycopg
+import pytest
 
+from aml_mcp.cli import main as cli_main
+from aml_mcp.cli.startup import EXIT_DATA_DIR
 from aml_mcp.devauth.postgres_store import APPLICATION_NAME
 from aml_mcp.devauth.settings import DevAuthSettings
 from tests.support.dev_issuer import probe_catalog
@@ -62,3 +66,22 @@ def test_cut_connections_give_a_503_with_retry_after_then_recover(tmp_path: Path
             timeout=15,
             what="the JWKS served again",
         )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["token", "--subject", "alice", "--tenant", "meridian-bank"],
+        ["devauth", "rotate-keys"],
+        ["devauth", "client-secret"],
+    ],
+)
+def test_a_command_on_an_unreachable_database_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    unreachable = "postgresql://aml:hunter2@127.0.0.1:1/aml"
+    status = cli_main([*command, "--data-dir", str(tmp_path), "--database-url", unreachable])
+    assert status == EXIT_DATA_DIR
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("aml-mcp: the shared PostgreSQL database cannot be used:"), err
+    assert "\n" not in err and "Traceback" not in err and "hunter2" not in err

@@ -193,6 +193,9 @@ class DevAuthDatabase:
         )
 
     def open(self) -> DevAuthDatabase:
+        # One direct connection first: an unreachable server fails at once, with libpq's reason,
+        # instead of after the pool's retries.
+        psycopg.connect(self.shared.url, **self.shared.connect_kwargs()).close()
         try:
             self._pool.open(wait=True, timeout=self.shared.budget.connect_timeout_seconds + 5)
         except PoolTimeout as exc:
