@@ -24,15 +24,18 @@ CONVENTIONS = {
     "__init__.py",
     "wiring.py",
     "settings.py",
+    "store.py",
     "sqlite_store.py",
+    "postgres_store.py",
     "service.py",
     "events.py",
     "errors.py",
     "routes.py",
 }
 """File names that repeat on purpose, each meaning the same kind of thing in every package: a
-feature's assembly, its settings group, its SQLite implementation, its application service, its
-event types, its error types, its HTTP routes besides `/mcp`."""
+feature's assembly, its settings group, its store protocol and that protocol's SQLite and PostgreSQL
+implementations, its application service, its event types, its error types, its HTTP routes
+besides `/mcp`."""
 
 
 def _lint(src: Path) -> subprocess.CompletedProcess[str]:

@@ -36,7 +36,7 @@ from aml_mcp.auth.wiring import LocalIssuer, build_auth
 from aml_mcp.catalog import Catalog
 from aml_mcp.component import Component, Parts
 from aml_mcp.config import Settings
-from aml_mcp.devauth.sqlite_store import DevClient
+from aml_mcp.devauth.store import DevClient
 from aml_mcp.devauth.users import UserDirectory
 from aml_mcp.devauth.wiring import DevAuth, build_dev_auth
 from aml_mcp.http.availability import RefuseWhileUnavailable
@@ -218,6 +218,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
             tenant_claim=settings.auth.tenant_claim,
             hierarchy=hierarchy,
             preregistered=[page_client] if settings.lab_served else [],
+            shared=shared,
         )
         local_issuers.append(LocalIssuer(dev.issuer, dev.fetch_jwks))
         components.append(dev)

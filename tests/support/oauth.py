@@ -64,7 +64,8 @@ from aml_mcp.catalog import Catalog
 from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.devauth.minting import MintedToken
 from aml_mcp.devauth.settings import DevAuthSettings
-from aml_mcp.devauth.wiring import token_minter
+from aml_mcp.devauth.wiring import signing_keys, token_minter
+from aml_mcp.store.postgres import PostgresDatabase
 from tests.support.asgi import DEFAULT_PORT, InProcessServer
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import message, post
@@ -324,21 +325,26 @@ class SecuredServer:
         audience: str | None = None,
         ttl: int = 300,
     ) -> MintedToken:
-        """A token signed by the development issuer's key in this server's data directory."""
-        minter = token_minter(
-            self.data_dir,
-            resource_url=self.resource,
-            path=self.settings.auth.dev.path,
-            tenant_claim=self.settings.auth.tenant_claim,
-        )
-        return minter.mint(
-            subject=subject,
-            tenant=tenant,
-            client_id=client_id,
-            scopes=scope.split(),
-            audience=audience,
-            ttl_seconds=ttl,
-        )
+        """A token signed by the development issuer's key: the one in this server's data directory,
+        or with `database_url` set the one every replica on that database signs with."""
+        url = self.settings.database_url
+        shared = PostgresDatabase(url, schema=self.settings.database_schema) if url is not None else None
+        with signing_keys(self.data_dir, shared) as keys:
+            minter = token_minter(
+                self.data_dir,
+                resource_url=self.resource,
+                path=self.settings.auth.dev.path,
+                tenant_claim=self.settings.auth.tenant_claim,
+                keys=keys,
+            )
+            return minter.mint(
+                subject=subject,
+                tenant=tenant,
+                client_id=client_id,
+                scopes=scope.split(),
+                audience=audience,
+                ttl_seconds=ttl,
+            )
 
     def audit(self, *, since: int = 0, **match: Any) -> list[dict[str, Any]]:
         return audit_events(self.settings, since=since, **match)

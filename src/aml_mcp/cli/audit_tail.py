@@ -15,8 +15,7 @@ from aml_mcp.audit import postgres_table as postgres_audit
 from aml_mcp.audit.events import dumps
 from aml_mcp.audit.postgres_table import PostgresAuditReader
 from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, recent_events
-from aml_mcp.cli.options import data_options, settings_from
-from aml_mcp.cli.shared_database import shared_database
+from aml_mcp.cli.options import data_options, open_shared_database, settings_from
 from aml_mcp.config import Settings
 from aml_mcp.store.sqlite import SqliteDatabase
 
@@ -24,7 +23,7 @@ from aml_mcp.store.sqlite import SqliteDatabase
 async def _tail(settings: Settings, limit: int) -> list[dict[str, Any]]:
     """From the trail the server writes: the shared table on PostgreSQL (every replica's
     decisions), else the data directory's."""
-    async with shared_database(settings, [postgres_audit.MIGRATION]) as shared:
+    async with open_shared_database(settings, [postgres_audit.MIGRATION]) as shared:
         if shared is not None:
             return await PostgresAuditReader(shared).recent_events(limit)
     database = SqliteDatabase(settings.ensure_data_dir() / "aml-mcp.db")

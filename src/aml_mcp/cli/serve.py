@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -23,7 +24,9 @@ from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
+import psycopg
 import uvicorn
+from psycopg.conninfo import conninfo_to_dict
 from starlette.applications import Starlette
 from threadpoolctl import threadpool_limits
 
@@ -246,16 +249,17 @@ def serve_banner(settings: Settings, command: str = "aml-mcp") -> str:
         )
     if auth.dev.enabled:
         issuer = dev_issuer(settings.resource_url, auth.dev.path)
+        env, shared = _shared_state_args(settings)
         lines += [
             f"development authorization server: {issuer}",
             f"  demo users (password = user name): {_demo_users()}",
             "  MCP clients: connect to the endpoint above; its 401 leads them to discovery, login and"
             f' consent (pre-registered public client: {CLI_CLIENT_ID}). See README.md, "Connect a client".',
             "  a token for scripts:",
-            f"    {command} token --data-dir {settings.data_dir} --subject alice"
+            f"    {env}{command} token --data-dir {settings.data_dir}{shared} --subject alice"
             f' --tenant meridian-bank --scope "aml:read aml:draft"',
             "  client credentials:",
-            f"    secret=$({command} devauth client-secret --data-dir {settings.data_dir})",
+            f"    secret=$({env}{command} devauth client-secret --data-dir {settings.data_dir}{shared})",
             f'    curl -s -u "{SERVICE_CLIENT_ID}:$secret" -d grant_type=client_credentials -d scope=aml:read'
             f" -d resource={settings.resource_url} {issuer}/token",
         ]
@@ -264,6 +268,23 @@ def serve_banner(settings: Settings, command: str = "aml-mcp") -> str:
     # Never empty here: `serve_refusal` refuses settings that trust no authorization server.
     lines.append(f"trusted issuers: {', '.join(trusted_issuers(settings))}")
     return "\n".join(lines)
+
+
+def _shared_state_args(settings: Settings) -> tuple[str, str]:
+    """(environment prefix, options) that make a banner command use the shared database, where the
+    development issuer's keys and secrets are when `database_url` is set. A URL holding a password
+    is never printed: the command then reads it from `AML_MCP_DATABASE_URL`."""
+    url = settings.database_url
+    if url is None:
+        return "", ""
+    try:
+        has_password = bool(conninfo_to_dict(url).get("password"))
+    except psycopg.ProgrammingError:
+        has_password = True
+    shown = '"$AML_MCP_DATABASE_URL"' if has_password else shlex.quote(url)
+    schema = settings.database_schema
+    env = f"AML_MCP_DATABASE_SCHEMA={shlex.quote(schema)} " if schema is not None else ""
+    return env, f" --database-url {shown}"
 
 
 def _demo_users() -> str:

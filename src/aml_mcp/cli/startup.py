@@ -7,7 +7,8 @@ needs the file or address and the remedy, not a traceback. So `serve` checks the
 `StartupError`: one line on stderr and a distinct exit code.
 
 Exit codes: 2 settings or arguments refused; 3 the data directory is unusable (read-only,
-an empty, foreign or damaged file); 4 the address cannot be listened on.
+an empty, foreign or damaged file) or the shared PostgreSQL database cannot be reached; 4 the
+address cannot be listened on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import socket
 import sqlite3
 import tempfile
 from pathlib import Path
+
+import psycopg
 
 from aml_mcp.aml.note_store import DB_FILE_NAME as NOTES_DB
 from aml_mcp.config import Settings
@@ -54,6 +57,10 @@ def describe(exc: BaseException) -> StartupError | None:
         return StartupError(str(exc))
     if isinstance(exc, sqlite3.Error):
         return StartupError(f"a database in the data directory cannot be used: {exc}")
+    if isinstance(exc, psycopg.OperationalError):
+        # libpq's reason names the host and port, never the password.
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StartupError(f"the shared PostgreSQL database cannot be used: {reason}")
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return StartupError(f"{where}{exc.strerror or exc}")
@@ -130,7 +137,7 @@ def _check_signing_keys(data_dir: Path) -> None:
     if not path.exists():
         return  # created on first use
     try:
-        DevSigningKeys(data_dir).jwks()
+        DevSigningKeys.in_data_dir(data_dir).jwks()
     except (OSError, ValueError) as exc:
         raise StartupError(
             f"{path} is damaged ({exc}): restore it from a backup, or remove it to make a new key "

@@ -18,30 +18,41 @@ from aml_mcp.auth import postgres_revocations
 from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
 from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
 from aml_mcp.auth.revocation_store import SqliteRevocationStore
-from aml_mcp.cli.options import address_options, data_options, served_url, settings_from, trusted_issuers
-from aml_mcp.cli.shared_database import shared_database
+from aml_mcp.cli.options import (
+    address_options,
+    data_options,
+    open_shared_database,
+    served_url,
+    settings_from,
+    shared_database,
+    trusted_issuers,
+)
 from aml_mcp.cli.startup import EXIT_SETTINGS
 from aml_mcp.config import Settings
-from aml_mcp.devauth.wiring import CLI_CLIENT_ID, token_minter
+from aml_mcp.devauth.wiring import CLI_CLIENT_ID, signing_keys, token_minter
 from aml_mcp.store.sqlite import SqliteDatabase
 
 
 def _token(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    minter = token_minter(
-        settings.ensure_data_dir(),
-        resource_url=served_url(settings, args),
-        path=settings.auth.dev.path,
-        tenant_claim=settings.auth.tenant_claim,
-    )
-    minted = minter.mint(
-        subject=args.subject,
-        tenant=args.tenant,
-        client_id=args.client,
-        scopes=args.scope.split(),
-        audience=args.audience,
-        ttl_seconds=args.ttl,
-    )
+    data_dir = settings.ensure_data_dir()
+    # With a database URL, the key every replica on that database signs with and trusts.
+    with signing_keys(data_dir, shared_database(settings)) as keys:
+        minter = token_minter(
+            data_dir,
+            resource_url=served_url(settings, args),
+            path=settings.auth.dev.path,
+            tenant_claim=settings.auth.tenant_claim,
+            keys=keys,
+        )
+        minted = minter.mint(
+            subject=args.subject,
+            tenant=args.tenant,
+            client_id=args.client,
+            scopes=args.scope.split(),
+            audience=args.audience,
+            ttl_seconds=args.ttl,
+        )
     print(minted.token)
     if args.verbose:
         print(json.dumps(minted.claims, indent=2), file=sys.stderr)
@@ -51,7 +62,7 @@ def _token(args: argparse.Namespace) -> int:
 async def _with_revocations(settings: Settings, args: argparse.Namespace) -> int:
     """The revocation list the server reads: the shared one on PostgreSQL (every replica enforces
     a change at once, by NOTIFY), else the data directory's."""
-    async with shared_database(settings, [postgres_revocations.MIGRATION]) as shared:
+    async with open_shared_database(settings, [postgres_revocations.MIGRATION]) as shared:
         if shared is not None:
             return await _change_revocations(RevocationList(PostgresRevocationStore(shared)), args)
     database = SqliteDatabase(settings.ensure_data_dir() / "aml-mcp.db")

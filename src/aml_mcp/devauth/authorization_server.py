@@ -42,9 +42,9 @@ from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.devauth.client_metadata import ClientMetadataDocuments, DocumentSource, is_document_url
 from aml_mcp.devauth.minting import TokenMinter
 from aml_mcp.devauth.redirects import acceptable_redirect_uri
-from aml_mcp.devauth.sqlite_store import (
+from aml_mcp.devauth.store import (
+    DevAuthStore,
     DevClient,
-    DevStore,
     Grant,
     RegistrationRefused,
     StoredCode,
@@ -206,6 +206,10 @@ def _single_resource(request: OAuth2Request) -> str | None:
     if len(values) > 1:
         raise InvalidTargetError("only one 'resource' is supported per request")
     value = values[0]
+    if any(ord(char) <= 0x20 or ord(char) == 0x7F for char in value):
+        # Never part of a URI (RFC 3986), and NUL cannot even be stored on PostgreSQL: refused
+        # here, before the consent page shows it or a code remembers it.
+        raise InvalidTargetError("'resource' must not contain whitespace or control characters")
     try:
         parts = urlsplit(value)
     except ValueError:
@@ -421,7 +425,7 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         *,
         issuer: str,
         default_resource: str,
-        store: DevStore,
+        store: DevAuthStore,
         minter: TokenMinter,
         hierarchy: ScopeHierarchy,
         scopes_supported: Sequence[str],

@@ -1,10 +1,14 @@
-"""The development issuer's signing keys, persisted in the data directory and rotatable.
+"""The development issuer's signing keys, persisted (a file, or a shared database row) and rotatable.
 
-The key file holds every retained key (private, PEM) and which one signs. Rotation adds a new
+The key document holds every retained key (private, PEM) and which one signs. Rotation adds a new
 current key and keeps the previous ones published in the JWKS, so tokens signed before the
-rotation stay valid until they expire; the oldest keys beyond `RETAINED` are dropped. Any process
-sharing the data directory (the server, `aml-mcp token`, `aml-mcp devauth rotate-keys`) reads the
-same file; a running server notices a rotation by the file's modification time.
+rotation stay valid until they expire; the oldest keys beyond `RETAINED` are dropped.
+
+Where the document lives is a `KeyStorage`: `KeyFile` in the data directory for one host (every
+process sharing the directory reads the same file), or `postgres_store.PostgresKeyStorage` for
+replicas on one PostgreSQL database, so they all sign with the same key and publish the same JWKS.
+Each storage has a version (the file's modification time, a counter in the row) by which a running
+server notices a rotation another process made.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -75,37 +80,101 @@ def _decode(data: bytes) -> tuple[str, list[_Key]]:
     return current, keys
 
 
-class DevSigningKeys:
-    """Loads (creating on first use) and rotates the key file; signs tokens with the current key."""
+def first_document() -> bytes:
+    """A key document holding one fresh key (what a storage is created with)."""
+    first = _new_key()
+    return _encode(first.kid, [first])
 
-    def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / KEY_FILE
+
+class KeyStorage(Protocol):
+    """Where the key document lives. Every process of one deployment must reach the same one."""
+
+    def version(self) -> object | None:
+        """Changes whenever the document does; None while there is no document yet."""
+        ...
+
+    def read(self) -> tuple[bytes, object]:
+        """The document and its version."""
+        ...
+
+    def create(self, document: bytes) -> None:
+        """Store `document` unless one exists already (then the existing one wins, so processes
+        starting at once agree on one key)."""
+        ...
+
+    def update(self, change: Callable[[bytes], bytes]) -> None:
+        """Replace the document with `change(current)`, atomically with respect to other updates."""
+        ...
+
+
+class KeyFile:
+    """The key document as an owner-only file (`DATA_DIR/keys/devauth-signing.json`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def in_data_dir(cls, data_dir: Path) -> KeyFile:
+        return cls(data_dir / KEY_FILE)
+
+    def version(self) -> object | None:
+        try:
+            return self.path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+
+    def read(self) -> tuple[bytes, object]:
+        version = self.path.stat().st_mtime_ns
+        return self.path.read_bytes(), version
+
+    def create(self, document: bytes) -> None:
+        write_private(self.path, document, replace=False)
+
+    def update(self, change: Callable[[bytes], bytes]) -> None:
+        # One host: the last rotation wins (rotations are an operator's rare, manual step).
+        write_private(self.path, change(self.path.read_bytes()), replace=True)
+
+
+class DevSigningKeys:
+    """Loads (creating on first use) and rotates the key document; signs tokens with the current key."""
+
+    def __init__(self, storage: KeyStorage) -> None:
+        self.storage = storage
         self._lock = threading.Lock()
-        self._mtime: int | None = None
+        self._version: object | None = None
         self._current = ""
         self._keys: list[_Key] = []
 
+    @classmethod
+    def in_data_dir(cls, data_dir: Path) -> DevSigningKeys:
+        """The keys of the file in `data_dir` (the single-host default)."""
+        return cls(KeyFile.in_data_dir(data_dir))
+
     def _load(self) -> None:
         with self._lock:
-            try:
-                stat = self.path.stat()
-            except FileNotFoundError:
-                first = _new_key()
-                write_private(self.path, _encode(first.kid, [first]), replace=False)
-                stat = self.path.stat()
-            if stat.st_mtime_ns == self._mtime:
+            version = self.storage.version()
+            if version is None:
+                self.storage.create(first_document())
+                version = self.storage.version()
+            if version is not None and version == self._version:
                 return
-            self._current, self._keys = _decode(self.path.read_bytes())
-            self._mtime = stat.st_mtime_ns
+            document, version = self.storage.read()
+            self._current, self._keys = _decode(document)
+            self._version = version
 
     def rotate(self) -> str:
         """Make a fresh key current, keep the last `RETAINED` keys published; returns the new `kid`."""
         self._load()
+        fresh = _new_key()
+
+        def add(document: bytes) -> bytes:
+            _, keys = _decode(document)
+            kept = sorted([*keys, fresh], key=lambda key: key.created_at)[-RETAINED:]
+            return _encode(fresh.kid, kept)
+
+        self.storage.update(add)
         with self._lock:
-            fresh = _new_key()
-            keys = sorted([*self._keys, fresh], key=lambda key: key.created_at)[-RETAINED:]
-            write_private(self.path, _encode(fresh.kid, keys), replace=True)
-            self._mtime = None
+            self._version = None
         self._load()
         return fresh.kid
 

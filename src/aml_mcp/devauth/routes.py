@@ -2,7 +2,9 @@
 
 Each route reads the request on the event loop (a body of at most `max_body_bytes`, else 413), fetches
 any Client ID Metadata Document it names (on the documents' own limiter, never on a worker thread),
-then runs authlib on a worker thread. Every redirect back to a client carries `iss` (RFC 9207),
+then runs authlib on a worker thread. A store that cannot be reached (the shared database down) is
+a 503 with `Retry-After`, never a 500 nor a client error. Every redirect back to a client carries
+`iss` (RFC 9207),
 errors included. Before the user has acted, errors are sent back automatically only to loopback
 redirect URIs; anyone can register an https one, so there the user sees the error and a link instead
 of being forwarded (no open redirector, RFC 9700 §4.11.2).
@@ -43,8 +45,9 @@ from aml_mcp.devauth.pages import (
     request_fields,
 )
 from aml_mcp.devauth.redirects import redirects_without_asking
-from aml_mcp.devauth.sqlite_store import DevClient
+from aml_mcp.devauth.store import DevClient
 from aml_mcp.devauth.users import UserDirectory
+from aml_mcp.store.postgres import storage_fault
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +93,22 @@ def _replay(body: bytes) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return receive
+
+
+RETRY_AFTER = "5"
+
+
+def _unavailable_page(exc: Exception) -> Response | None:
+    """The page for a store that cannot be reached (503, try again), or None for any other failure."""
+    fault = storage_fault(exc)
+    if fault is None:
+        return None
+    logger.warning("development authorization server: %s", fault)
+    return HTMLResponse(
+        error_page("The authorization server cannot reach its store right now: try again shortly."),
+        status_code=503,
+        headers={**_NO_STORE, "Retry-After": RETRY_AFTER},
+    )
 
 
 def _to_starlette(response: AuthlibResponse) -> Response:
@@ -199,7 +218,15 @@ class DevAuthRoutes:
                     return call()
             except OAuth2Error:
                 raise
-            except Exception:
+            except Exception as exc:
+                fault = storage_fault(exc)
+                if fault is not None:
+                    logger.warning("development authorization server: %s", fault)
+                    return AuthlibResponse(
+                        503,
+                        {"error": "temporarily_unavailable", "error_description": "try again shortly"},
+                        [*_NO_STORE.items(), ("Retry-After", RETRY_AFTER)],
+                    )
                 logger.exception("development authorization server failed on a request")
                 return AuthlibResponse(400, {"error": "invalid_request"}, list(_NO_STORE.items()))
 
@@ -210,7 +237,18 @@ class DevAuthRoutes:
         return JSONResponse(self.server.metadata(), headers={"Cache-Control": "max-age=300"})
 
     async def jwks(self, request: Request) -> Response:
-        keys = await anyio.to_thread.run_sync(self.keys.jwks)
+        try:
+            keys = await anyio.to_thread.run_sync(self.keys.jwks)
+        except Exception as exc:
+            fault = storage_fault(exc)
+            if fault is None:
+                raise
+            logger.warning("development authorization server: keys unavailable: %s", fault)
+            return JSONResponse(
+                {"error": "temporarily_unavailable"},
+                status_code=503,
+                headers={**_NO_STORE, "Retry-After": RETRY_AFTER},
+            )
         return JSONResponse(keys, headers={"Cache-Control": "max-age=60"})
 
     # --- authorization endpoint ---
@@ -269,7 +307,9 @@ class DevAuthRoutes:
                         return self._consent(oauth_request, values)
                 except OAuth2Error as error:
                     return self._refusal(error, oauth_request, user_acted=False)
-                except Exception:
+                except Exception as exc:
+                    if (unavailable := _unavailable_page(exc)) is not None:
+                        return unavailable
                     logger.exception("development authorization server failed on an authorization request")
                     return HTMLResponse(error_page("This authorization request could not be handled."), 400)
 
@@ -301,7 +341,9 @@ class DevAuthRoutes:
             try:
                 with self.server.pinned_documents(documents):
                     return decide_pinned()
-            except Exception:
+            except Exception as exc:
+                if (unavailable := _unavailable_page(exc)) is not None:
+                    return unavailable
                 logger.exception("development authorization server failed on a consent")
                 return HTMLResponse(error_page("This consent could not be handled."), 400)
 

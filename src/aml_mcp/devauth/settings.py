@@ -35,7 +35,8 @@ class DevAuthSettings(BaseModel):
     """Longest redirect URI a client may register."""
     max_registered_clients: int = Field(default=1_000, ge=1)
     """Dynamic registration stops (403) once this many clients have registered themselves, so
-    anonymous registrations cannot grow `devauth.db` without bound. Pre-registered clients do not count."""
+    anonymous registrations cannot grow the issuer's store (`devauth.db`, or its PostgreSQL tables)
+    without bound; the count holds across replicas. Pre-registered clients do not count."""
     max_registrations_per_minute: int = Field(default=30, ge=1)
     """Dynamic registrations accepted in any 60-second window; more get 429 with `Retry-After`."""
 

@@ -9,20 +9,38 @@ worker threads; one connection behind a lock is plenty for a development server.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import math
-import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from aml_mcp.devauth.redirects import loopback_redirect, redirect_matches
+from aml_mcp.devauth.store import (
+    CODE_TTL_SECONDS,
+    REGISTRATION_WINDOW_SECONDS,
+    DevClient,
+    Grant,
+    RegistrationRefused,
+    StoredCode,
+    StoredRefreshToken,
+    digest,
+    new_family,
+)
+
+__all__ = [
+    "DevClient",
+    "DevStore",
+    "Grant",
+    "RegistrationRefused",
+    "StoredCode",
+    "StoredRefreshToken",
+    "digest",
+    "new_family",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -74,143 +92,6 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
 )
 """Schema changes after the first layout, applied in order and counted in `PRAGMA user_version`."""
-
-CODE_TTL_SECONDS = 300
-REGISTRATION_WINDOW_SECONDS = 60.0
-
-
-def digest(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()
-
-
-def new_family() -> str:
-    """A fresh grant family id: one per user authorization, inherited by every refresh token from it."""
-    return secrets.token_urlsafe(16)
-
-
-class RegistrationRefused(Exception):
-    """Dynamic registration is over its quota: `total` (too many clients) or `rate` (too many lately)."""
-
-    def __init__(self, kind: str, limit: int, retry_after: int | None = None) -> None:
-        super().__init__(kind)
-        self.kind = kind
-        self.limit = limit
-        self.retry_after = retry_after
-
-
-@dataclass(frozen=True, slots=True)
-class DevClient:
-    """A registered client, shaped for authlib's `ClientMixin` protocol."""
-
-    client_id: str
-    redirect_uris: tuple[str, ...] = ()
-    grant_types: tuple[str, ...] = ("authorization_code", "refresh_token")
-    response_types: tuple[str, ...] = ("code",)
-    token_endpoint_auth_method: str = "none"  # noqa: S105
-    client_name: str | None = None
-    tenant: str | None = None
-    """For a service client (client credentials): the tenant its tokens speak for."""
-    secret_sha256: str | None = field(default=None, repr=False)
-    any_loopback_redirect: bool = False
-    """A native application on the user's machine (RFC 8252 §7.3, §8.3): besides `redirect_uris`,
-    any `http` loopback redirect URI, whatever its port and path. Never set by dynamic registration."""
-
-    # --- authlib ClientMixin ---
-    def get_client_id(self) -> str:
-        return self.client_id
-
-    def get_default_redirect_uri(self) -> str | None:
-        return self.redirect_uris[0] if len(self.redirect_uris) == 1 else None
-
-    def get_allowed_scope(self, scope: str | None) -> str:
-        return scope or ""
-
-    def check_redirect_uri(self, redirect_uri: str) -> bool:
-        if self.any_loopback_redirect and loopback_redirect(redirect_uri) is not None:
-            return True
-        return any(redirect_matches(registered, redirect_uri) for registered in self.redirect_uris)
-
-    def check_client_secret(self, client_secret: str) -> bool:
-        if self.secret_sha256 is None:
-            return False
-        return hashlib.sha256(client_secret.encode()).hexdigest() == self.secret_sha256
-
-    def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
-        if self.token_endpoint_auth_method == "none":  # noqa: S105
-            return method == "none"
-        return method in {"client_secret_basic", "client_secret_post"}
-
-    def check_response_type(self, response_type: str) -> bool:
-        return response_type in self.response_types
-
-    def check_grant_type(self, grant_type: str) -> bool:
-        return grant_type in self.grant_types
-
-    def to_metadata(self) -> dict[str, Any]:
-        return {
-            "redirect_uris": list(self.redirect_uris),
-            "grant_types": list(self.grant_types),
-            "response_types": list(self.response_types),
-            "token_endpoint_auth_method": self.token_endpoint_auth_method,
-            "client_name": self.client_name,
-            "tenant": self.tenant,
-            "any_loopback_redirect": self.any_loopback_redirect,
-        }
-
-    @classmethod
-    def from_metadata(
-        cls, client_id: str, metadata: Mapping[str, Any], secret_sha256: str | None
-    ) -> DevClient:
-        return cls(
-            client_id=client_id,
-            redirect_uris=tuple(metadata.get("redirect_uris") or ()),
-            grant_types=tuple(metadata.get("grant_types") or ("authorization_code",)),
-            response_types=tuple(metadata.get("response_types") or ("code",)),
-            token_endpoint_auth_method=metadata.get("token_endpoint_auth_method") or "none",
-            client_name=metadata.get("client_name"),
-            tenant=metadata.get("tenant"),
-            secret_sha256=secret_sha256,
-            any_loopback_redirect=metadata.get("any_loopback_redirect") is True,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """Who a code or refresh token speaks for, and for which resource (RFC 8707) and scopes.
-
-    `family` ties every refresh token to the authorization it descends from, so a replay of any
-    of them can revoke them all (RFC 9700 §4.14.2); empty for grants without refresh tokens.
-    """
-
-    client_id: str
-    scope: str
-    subject: str
-    tenant: str
-    resource: str
-    family: str = ""
-
-    # authlib reads these off authorization codes and refresh tokens
-    def get_scope(self) -> str:
-        return self.scope
-
-    def check_client(self, client: DevClient) -> bool:
-        return client.client_id == self.client_id
-
-
-@dataclass(frozen=True, slots=True)
-class StoredCode(Grant):
-    redirect_uri: str = ""
-    code_challenge: str = ""
-    code_challenge_method: str = "S256"
-    code_sha256: str = ""
-
-    def get_redirect_uri(self) -> str:
-        return self.redirect_uri
-
-
-@dataclass(frozen=True, slots=True)
-class StoredRefreshToken(Grant):
-    token_sha256: str = ""
 
 
 class DevStore:
@@ -294,9 +175,12 @@ class DevStore:
             )
 
     def client(self, client_id: str) -> DevClient | None:
-        row = self._run(
-            "SELECT secret_sha256, metadata FROM clients WHERE client_id = ?", (client_id,)
-        ).fetchone()
+        try:
+            row = self._run(
+                "SELECT secret_sha256, metadata FROM clients WHERE client_id = ?", (client_id,)
+            ).fetchone()
+        except UnicodeEncodeError:
+            return None  # not valid Unicode (a lone surrogate): no stored id is
         if row is None:
             return None
         return DevClient.from_metadata(client_id, json.loads(row[1]), row[0])

@@ -1,18 +1,24 @@
 """Assembles the development authorization server for the composition root and the command line.
 
-The issuer is a `Component` (its routes; its own SQLite file, closed when the app stops) that the
+The issuer is a `Component` (its routes; its state, closed when the app stops) that the
 composition root builds first and then hands to the resource server as a trusted local issuer.
+
+Its state — clients, codes, refresh tokens, signing keys, the service client's secret and the
+consent form's key — lives in the data directory on one host, or, when the app shares a PostgreSQL
+database (`shared`), in that database: then every replica redeems what any other issued, signs
+with the same key and publishes the same JWKS (`DevAuthState`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio.to_thread
 from starlette.routing import BaseRoute
 
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
@@ -20,12 +26,15 @@ from aml_mcp.devauth.authorization_server import CimdFetcher, DevAuthorizationSe
 from aml_mcp.devauth.client_metadata import ClientMetadataDocuments, DocumentFetcher
 from aml_mcp.devauth.keys import DevSigningKeys
 from aml_mcp.devauth.minting import TokenMinter
+from aml_mcp.devauth.postgres_store import DevAuthDatabase, PostgresDevStore, PostgresKeyStorage
 from aml_mcp.devauth.routes import DevAuthRoutes
 from aml_mcp.devauth.settings import DevAuthSettings
-from aml_mcp.devauth.sqlite_store import DevClient, DevStore, digest
+from aml_mcp.devauth.sqlite_store import DevStore
+from aml_mcp.devauth.store import DevAuthStore, DevClient, digest
 from aml_mcp.devauth.users import UserDirectory
 from aml_mcp.scope_rules import ScopeRule
-from aml_mcp.secrets_store import load_or_create_secret
+from aml_mcp.secrets_store import PostgresSecrets, load_or_create_secret
+from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.store.sqlite import Migration
 
 CLI_CLIENT_ID = "aml-mcp-cli"
@@ -42,8 +51,65 @@ def dev_issuer(resource_url: str, path: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, f"{base}{path}", "", ""))
 
 
-def service_client_secret(data_dir: Path) -> str:
-    return load_or_create_secret(data_dir / "keys" / "devauth-service-client.secret").hex()
+SERVICE_SECRET_NAME = "devauth-service-client"  # noqa: S105 (a name, not a secret)
+FORM_SECRET_NAME = "devauth-form"  # noqa: S105
+
+
+def service_client_secret(data_dir: Path, shared: PostgresDatabase | None = None) -> str:
+    """The pre-registered service client's secret: in the data directory, or shared by every replica
+    on `shared` (each replica stores its digest, so they must all agree on it)."""
+    if shared is not None:
+        return PostgresSecrets(shared.url, schema=shared.schema).secret(SERVICE_SECRET_NAME).hex()
+    return load_or_create_secret(data_dir / "keys" / f"{SERVICE_SECRET_NAME}.secret").hex()
+
+
+def _form_secret(data_dir: Path, shared: PostgresDatabase | None) -> bytes:
+    """The consent form's MAC key: a login page served by one replica may be posted to another."""
+    if shared is not None:
+        return PostgresSecrets(shared.url, schema=shared.schema).secret(FORM_SECRET_NAME)
+    return load_or_create_secret(data_dir / "keys" / f"{FORM_SECRET_NAME}.key")
+
+
+@dataclass
+class DevAuthState:
+    """Where the issuer keeps what it must remember: its store and its signing keys."""
+
+    store: DevAuthStore
+    keys: DevSigningKeys
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_state(
+    data_dir: Path, *, shared: PostgresDatabase | None = None, replay_memory_seconds: float = 86_400.0
+) -> DevAuthState:
+    """The issuer's store and keys: files in `data_dir`, or tables in `shared` (created if missing;
+    an unreachable database raises here, so a server does not start half-shared)."""
+    if shared is None:
+        return DevAuthState(
+            DevStore(data_dir / "devauth.db", replay_memory_seconds=replay_memory_seconds),
+            DevSigningKeys.in_data_dir(data_dir),
+        )
+    database = DevAuthDatabase(shared).open()
+    return DevAuthState(
+        PostgresDevStore(database, replay_memory_seconds=replay_memory_seconds),
+        DevSigningKeys(PostgresKeyStorage(database)),
+    )
+
+
+@contextlib.contextmanager
+def signing_keys(data_dir: Path, shared: PostgresDatabase | None = None) -> Iterator[DevSigningKeys]:
+    """Just the signing keys, for a command (`aml-mcp token`, `aml-mcp devauth rotate-keys`), closed
+    on exit: the data directory's, or those every replica on `shared` signs with."""
+    if shared is None:
+        yield DevSigningKeys.in_data_dir(data_dir)
+        return
+    database = DevAuthDatabase(shared, max_size=1).open()
+    try:
+        yield DevSigningKeys(PostgresKeyStorage(database))
+    finally:
+        database.close()
 
 
 @dataclass
@@ -54,29 +120,40 @@ class DevAuth:
     keys: DevSigningKeys
     minter: TokenMinter
     server: DevAuthorizationServer
-    store: DevStore
+    store: DevAuthStore
     routes: Sequence[BaseRoute]
     service_secret: str
     migrations: Sequence[Migration] = ()
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
 
     async def fetch_jwks(self) -> Mapping[str, Any]:
-        """The key source the resource server verifies dev tokens with (no HTTP round trip to itself)."""
-        return self.keys.jwks()
+        """The key source the resource server verifies dev tokens with (no HTTP round trip to itself).
+
+        On a worker thread: with a shared database, reading the keys is a query."""
+        keys: Mapping[str, Any] = await anyio.to_thread.run_sync(self.keys.jwks)
+        return keys
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The issuer's own database stays open for the app's lifetime."""
+        """The issuer's state (its file or its connections) stays open for the app's lifetime."""
         try:
             yield
         finally:
             self.store.close()
 
 
-def token_minter(data_dir: Path, *, resource_url: str, path: str, tenant_claim: str) -> TokenMinter:
-    """Just the minter (for `aml-mcp token` and tests): signs with the data directory's dev keys."""
+def token_minter(
+    data_dir: Path,
+    *,
+    resource_url: str,
+    path: str,
+    tenant_claim: str,
+    keys: DevSigningKeys | None = None,
+) -> TokenMinter:
+    """Just the minter (for `aml-mcp token` and tests): signs with `keys`, by default the data
+    directory's dev keys."""
     return TokenMinter(
-        DevSigningKeys(data_dir),
+        keys if keys is not None else DevSigningKeys.in_data_dir(data_dir),
         issuer=dev_issuer(resource_url, path),
         default_audience=resource_url,
         tenant_claim=tenant_claim,
@@ -119,13 +196,49 @@ def build_dev_auth(
     users: UserDirectory | None = None,
     fetch_client_metadata: CimdFetcher | Literal["network"] | None = NETWORK,
     preregistered: Sequence[DevClient] = (),
+    shared: PostgresDatabase | None = None,
 ) -> DevAuth:
     """The issuer, its store and routes. `fetch_client_metadata` is where Client ID Metadata
-    Documents come from: the network (default), another source (tests), or None to refuse them."""
+    Documents come from: the network (default), another source (tests), or None to refuse them.
+    With `shared`, the state is in that database (every replica on it issues and redeems alike)."""
     users = users or UserDirectory()
-    minter = token_minter(data_dir, resource_url=resource_url, path=settings.path, tenant_claim=tenant_claim)
-    store = DevStore(data_dir / "devauth.db", replay_memory_seconds=settings.refresh_token_ttl_seconds)
-    secret = service_client_secret(data_dir)
+    state = open_state(data_dir, shared=shared, replay_memory_seconds=settings.refresh_token_ttl_seconds)
+    try:
+        return _assemble(
+            settings,
+            state,
+            data_dir=data_dir,
+            resource_url=resource_url,
+            tenant_claim=tenant_claim,
+            hierarchy=hierarchy,
+            users=users,
+            fetch_client_metadata=fetch_client_metadata,
+            preregistered=preregistered,
+            shared=shared,
+        )
+    except BaseException:
+        state.close()
+        raise
+
+
+def _assemble(
+    settings: DevAuthSettings,
+    state: DevAuthState,
+    *,
+    data_dir: Path,
+    resource_url: str,
+    tenant_claim: str,
+    hierarchy: ScopeHierarchy,
+    users: UserDirectory,
+    fetch_client_metadata: CimdFetcher | Literal["network"] | None,
+    preregistered: Sequence[DevClient],
+    shared: PostgresDatabase | None,
+) -> DevAuth:
+    minter = token_minter(
+        data_dir, resource_url=resource_url, path=settings.path, tenant_claim=tenant_claim, keys=state.keys
+    )
+    store = state.store
+    secret = service_client_secret(data_dir, shared)
     store.put_client(
         DevClient(
             client_id=CLI_CLIENT_ID,
@@ -176,7 +289,7 @@ def build_dev_auth(
         server=server,
         users=users,
         keys=minter.keys,
-        form_secret=load_or_create_secret(data_dir / "keys" / "devauth-form.key"),
+        form_secret=_form_secret(data_dir, shared),
         mount_path=settings.path,
         max_body_bytes=settings.max_body_bytes,
     )

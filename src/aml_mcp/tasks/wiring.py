@@ -35,9 +35,8 @@ from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import DeferredExecution, TaskService
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
-from aml_mcp.tasks.store import TaskStore
+from aml_mcp.tasks.store import StoreObserver, TaskStore, TimedTaskStore
 from aml_mcp.tasks.streams import FollowableTasks, PublishingTaskStore
-from aml_mcp.tasks.timed_store import StoreObserver, TimedTaskStore
 
 
 @dataclass(frozen=True, slots=True)
