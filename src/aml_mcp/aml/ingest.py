@@ -19,8 +19,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from aml_mcp.aml.note_store import NoteStore, VectorSpaceMismatchError
+from aml_mcp.aml.note_store import NoteStore, UnstorableNoteError, VectorSpaceMismatchError
 from aml_mcp.aml.notes import CaseNote, InvalidTenantError, validate_tenant
+from aml_mcp.aml.notes_backend import NotesBackend
 from aml_mcp.aml.search.choice import EmbedderKind, Embedders, load_embedders
 from aml_mcp.aml.search.embeddings import Embedder
 
@@ -128,7 +129,7 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[CaseNote], list[RowError], i
 
 
 def write_notes(
-    store: NoteStore, tenant: str, notes: Sequence[CaseNote], embedder: Embedder | Embedders
+    store: NotesBackend, tenant: str, notes: Sequence[CaseNote], embedder: Embedder | Embedders
 ) -> tuple[int, int]:
     """Embed validated notes, then store them in one transaction; returns (inserted, replaced).
 
@@ -147,7 +148,7 @@ def write_notes(
 
 
 def reembed_tenant(
-    store: NoteStore,
+    store: NotesBackend,
     tenant: str,
     embedder: Embedder,
     progress: Callable[[int, int], None] | None = None,
@@ -175,7 +176,7 @@ def reembed_tenant(
     return len(vectors)
 
 
-def ingest_file(path: Path, tenant: str, store: NoteStore, embedder: Embedder | Embedders) -> IngestReport:
+def ingest_file(path: Path, tenant: str, store: NotesBackend, embedder: Embedder | Embedders) -> IngestReport:
     """Validate `path` (JSONL) and, only if every row is valid, store all its notes for `tenant`."""
     report = IngestReport(path=str(path), tenant=tenant)
     try:
@@ -203,7 +204,7 @@ def ingest_file(path: Path, tenant: str, store: NoteStore, embedder: Embedder | 
         return report
     try:
         report.inserted, report.replaced = write_notes(store, tenant, notes, embedder)
-    except VectorSpaceMismatchError as exc:
+    except (VectorSpaceMismatchError, UnstorableNoteError) as exc:
         report.fatal = str(exc)
     return report
 

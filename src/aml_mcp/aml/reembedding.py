@@ -18,7 +18,8 @@ import time
 import anyio.to_thread
 
 from aml_mcp.aml.ingest import reembed_tenant
-from aml_mcp.aml.note_store import NotesDamagedError, NoteStore, VectorSpaceMismatchError
+from aml_mcp.aml.note_store import NotesDamagedError, VectorSpaceMismatchError
+from aml_mcp.aml.notes_backend import NotesBackend
 from aml_mcp.aml.search.choice import Embedders
 
 _log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class _Stopped(Exception):
 class BackgroundReembedding:
     """Re-embeds, one tenant after another, every tenant whose vectors another embedder made."""
 
-    def __init__(self, store: NoteStore, embedders: Embedders) -> None:
+    def __init__(self, store: NotesBackend, embedders: Embedders) -> None:
         self._store = store
         self._embedders = embedders
         self._stop = threading.Event()
