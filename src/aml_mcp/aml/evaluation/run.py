@@ -28,7 +28,7 @@ from typing import Any
 import anyio.to_thread
 
 from aml_mcp.aml.demo.corpus import LabelledQuery
-from aml_mcp.aml.evaluation.baselines import Baseline, BaselineStore
+from aml_mcp.aml.evaluation.baselines import Baseline, Baselines
 from aml_mcp.aml.evaluation.fingerprint import combine, note_digest
 from aml_mcp.aml.evaluation.labels import DemoLabels, LabelSet
 from aml_mcp.aml.evaluation.metrics import ndcg_at_k, recall_at_k
@@ -97,7 +97,7 @@ class Evaluator:
         casework: CaseWork,
         searcher: Callable[[], NoteSearch],
         labels: DemoLabels,
-        baselines: BaselineStore,
+        baselines: Baselines,
         slice_s: float,
     ) -> None:
         self._store = store
