@@ -215,10 +215,14 @@ def run_ingest(
     data_dir: Path,
     out: TextIO | None = None,
     embedder: EmbedderKind = EmbedderKind.MINILM,
+    *,
+    store: NotesBackend | None = None,
 ) -> int:
     """What `aml-mcp ingest FILE --tenant T [--data-dir D]` runs: prints the report, returns the exit code.
 
-    Exit codes: 0 ingested, 1 nothing ingested (bad rows or unreadable file).
+    Writes to `store` when given (the shared PostgreSQL notes; the caller closes it), else to the
+    SQLite store in `data_dir`. Exit codes: 0 ingested, 1 nothing ingested (bad rows or
+    unreadable file).
     """
     stream = out if out is not None else sys.stdout
     try:
@@ -227,7 +231,10 @@ def run_ingest(
         print(f"{path}: not ingested: {exc}", file=stream)
         return 1
     embedders = load_embedders(embedder)
-    with NoteStore.open(data_dir) as store:
+    if store is not None:
         report = ingest_file(path, tenant, store, embedders)
+    else:
+        with NoteStore.open(data_dir) as local:
+            report = ingest_file(path, tenant, local, embedders)
     print(report.render(), file=stream)
     return 0 if report.ok else 1
