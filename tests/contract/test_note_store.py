@@ -385,7 +385,7 @@ def test_first_load_lets_one_of_several_starts_load(notes: Notes) -> None:
         return
     stores = [notes.another() for _ in range(3)]
     loaded: list[int] = []
-    barrier = threading.Barrier(len(stores))
+    barrier = threading.Barrier(len(stores), timeout=60)
 
     def start(store: NotesBackend, number: int) -> None:
         barrier.wait()
@@ -402,3 +402,17 @@ def test_first_load_lets_one_of_several_starts_load(notes: Notes) -> None:
         t.join(timeout=30)
     assert len(loaded) == 1
     assert notes.store.tenant("bank-a").count() == 3
+
+
+def test_one_process_at_a_time_moves_a_bank(notes: Notes) -> None:
+    with notes.store.moving("bank-a") as mine:
+        assert mine
+        if notes.name == "postgres":
+            other = notes.another()
+            with other.moving("bank-a") as theirs:
+                assert not theirs  # held by the first: the other waits for the switch instead
+            with other.moving("bank-b") as theirs:
+                assert theirs  # banks are moved independently
+    if notes.name == "postgres":
+        with notes.another().moving("bank-a") as theirs:
+            assert theirs  # released at the end of the move

@@ -285,6 +285,10 @@ class NoteStore:
         """Nothing to hold: one data directory's first start runs in one process."""
         return contextlib.nullcontext()
 
+    def moving(self, tenant: str) -> contextlib.AbstractContextManager[bool]:
+        """Always this process's to move: one data directory's server is one process."""
+        return contextlib.nullcontext(True)
+
     def tenant(self, tenant: str) -> TenantNotes:
         """The notes of one tenant: the only way to read or write notes."""
         return TenantNotes(self, validate_tenant(tenant))

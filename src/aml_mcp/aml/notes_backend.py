@@ -95,6 +95,11 @@ class NotesBackend(Protocol):
         once against one shared store load it once (a no-op where only one process writes)."""
         ...
 
+    def moving(self, tenant: str) -> AbstractContextManager[bool]:
+        """Whether this process may re-embed `tenant` now (True), or another process is doing it
+        (False); held for the whole move, so replicas sharing a store move each bank once."""
+        ...
+
     def close(self) -> None: ...
 
 

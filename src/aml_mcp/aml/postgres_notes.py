@@ -122,6 +122,8 @@ _TENANT_LOCK = 0x616D6C6E
 """First key of the transaction-scoped advisory lock a bank's writes hold (second: the bank)."""
 _FIRST_LOAD_LOCK = 0x616D6C2D6D637002
 """Session advisory lock held while the demo corpus is loaded on a first start."""
+_MOVE_LOCK = 0x616D6C6D
+"""First key of the session advisory lock a replica holds while it re-embeds a bank (second: the bank)."""
 
 _RANK_WEIGHTS = "{0.1, 0.2, 0.67, 1.0}"
 """`ts_rank_cd` weights for D, C, B, A: the text (B) counts 2/3 of the subjects and identifiers (A)."""
@@ -209,9 +211,14 @@ class PostgresNoteStore:
             return self
         kwargs = self.database.connect_kwargs()
         if self.database.schema is not None:
-            with psycopg.connect(
-                self.database.url, autocommit=True, connect_timeout=kwargs["connect_timeout"]
-            ) as conn:
+            # `IF NOT EXISTS` is not atomic: a replica starting at the same moment may create it
+            # between the check and the insert (a unique violation), which is just as good.
+            with (
+                psycopg.connect(
+                    self.database.url, autocommit=True, connect_timeout=kwargs["connect_timeout"]
+                ) as conn,
+                contextlib.suppress(psycopg.errors.UniqueViolation),
+            ):
                 conn.execute(
                     sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.database.schema))
                 )
@@ -324,6 +331,22 @@ class PostgresNoteStore:
             finally:
                 if not conn.closed:
                     conn.execute("SELECT pg_advisory_unlock(%s)", (_FIRST_LOAD_LOCK,))
+
+    @contextlib.contextmanager
+    def moving(self, tenant: str) -> Iterator[bool]:
+        """Try to take the bank's move lock (never waits): True while this replica re-embeds it,
+        False when another one does. Held on one pooled connection for the whole move; a replica
+        that dies releases it with its connection."""
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_MOVE_LOCK, tenant)
+            ).fetchone()
+            mine = bool(row is not None and row[0])
+            try:
+                yield mine
+            finally:
+                if mine and not conn.closed:
+                    conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_MOVE_LOCK, tenant))
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -569,8 +592,9 @@ class PostgresTenantNotes:
                         stats.df.clear()
                     for term, (_, df) in zip(missing, counted, strict=True):
                         stats.df[term] = int(df)
-            found = dict(stats.df)
-        return TermStatistics(stats.documents, {term: found.get(term, 0) for term in terms})
+            with store._lock:  # another search may be adding terms to the same cache
+                found = {term: stats.df.get(term, 0) for term in terms}
+        return TermStatistics(stats.documents, found)
 
     def lexical(self, match: str, where: NoteFilter, limit: int) -> list[LexicalHit]:
         """Best `limit` notes for a lexical expression by `ts_rank_cd` (not BM25), after `where`."""
