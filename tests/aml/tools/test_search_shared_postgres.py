@@ -1,6 +1,7 @@
 """`search_aml_notes` over HTTP on two app instances that share one PostgreSQL schema and nothing
 else (separate data directories): both return the same notes, a note ingested with
-`aml-mcp ingest --database-url` is found on both, and a bank still sees only its own notes.
+`aml-mcp ingest --database-url` is found on both, and a bank still sees only its own notes; a
+baseline saved by `run_full_eval` on one is what the other compares with.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +21,7 @@ from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.aml.postgres_notes import PostgresNoteStore
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.store.postgres import PostgresDatabase
-from tests.aml.tools.aml_client import NOTES_PER_BANK, A, AmlClient, B
+from tests.aml.tools.aml_client import FAST_TASKS, NOTES_PER_BANK, A, AmlClient, B
 from tests.support.oauth import TestIssuer, secured_server
 from tests.support.postgres import scratch_schema
 
@@ -34,7 +36,7 @@ def replicas(
         with PostgresNoteStore(PostgresDatabase(url, schema=schema)) as store:
             loaded = load_demo_if_empty(SETTINGS, tmp_path_factory.mktemp("unused"), store=store)
             assert loaded == {t.name: NOTES_PER_BANK for t in TENANTS}
-        shared = {"database_url": url, "database_schema": schema}
+        shared = {"database_url": url, "database_schema": schema, "tasks": FAST_TASKS}
         with (
             secured_server(tmp_path_factory.mktemp("a"), None, issuer=issuer, aml=SETTINGS, **shared) as a,  # type: ignore[arg-type]
             secured_server(tmp_path_factory.mktemp("b"), None, issuer=issuer, aml=SETTINGS, **shared) as b,  # type: ignore[arg-type]
@@ -113,3 +115,26 @@ def test_a_note_ingested_into_the_database_is_found_on_both_replicas(
         hits = client.search(A, query="quokka figurines bearer bonds", top_k=3)
         assert ids(hits)[:1] == ["PG-NEW-1"]
         assert "PG-NEW-1" not in ids(client.search(B, query="PG-NEW-1 quokka figurines", top_k=10))
+
+
+def _evaluate(client: AmlClient, tenant: str, **arguments: Any) -> dict[str, Any]:
+    task_id = client.start("run_full_eval", arguments, tenant=tenant, scope="aml:eval")
+    done = client.wait_for(task_id, "completed", "failed", tenant=tenant, scope="aml:eval", within=120)
+    assert done["status"] == "completed", done
+    report: dict[str, Any] = done["result"]["structuredContent"]
+    return report
+
+
+def test_a_baseline_saved_on_one_replica_is_compared_with_on_the_other(
+    replicas: tuple[AmlClient, AmlClient, str, str],
+) -> None:
+    first, second, _, _ = replicas
+    saved = _evaluate(first, B, save_as_baseline=True)
+    retrieval = saved["retrieval"]
+    # Lexical ranking is ts_rank_cd here, not BM25: the hybrid still finds the labelled notes.
+    assert retrieval["available"] is True and retrieval["ndcg_at_10"] > 0.4
+    baseline_id = saved["saved_baseline"]["baseline_id"]
+    again = _evaluate(second, B)
+    assert again["baseline"]["baseline_id"] == baseline_id
+    assert (again["deltas"]["recall_at_10"], again["deltas"]["ndcg_at_10"]) == (0.0, 0.0)
+    assert _evaluate(second, A)["baseline"] is None
