@@ -9,11 +9,16 @@ Why this shape:
   as with SQLite.
 * **Full text**: a generated `tsvector` column (`english` configuration) over the text (weight B)
   and the subjects and identifiers (weight A, 1.5 times the text's, as the SQLite store weights
-  its BM25 columns), with a GIN index. Ranking is `ts_rank_cd` (cover density), which is **not
-  BM25**: it has no inverse document frequency and no length saturation, so scores, and often the
-  order of the lexical list, differ from SQLite's (`LexicalHit.bm25` here is `-ts_rank_cd`, so
-  lower still means better). Fusion is by rank, and the quality measured on the demo labels is
-  the same; tune the hybrid per backend before comparing figures.
+  its BM25 columns), with a GIN index built with `fastupdate = off`: with the pending list on, a
+  bulk ingest leaves entries the planner must count as unindexed, and it then picks a sequential
+  scan that parses every note's tsvector (measured 13 ms against 0.4 ms per query at 2,000
+  notes); each write also `ANALYZE`s the bank's partition for the same reason.
+* **Ranking** is `ts_rank_cd` (cover density), which is **not BM25**: it has no inverse document
+  frequency and no length saturation, so scores, and often the order of the lexical list, differ
+  from SQLite's (`LexicalHit.bm25` here is `-ts_rank_cd`, so lower still means better). Fusion is
+  by rank, and the hybrid's quality on the demo labels is about the same (keyword nDCG@10 0.97
+  against 0.98; lexical-only name queries fall from 0.95 to 0.54, which the identifier lookup
+  makes up in the hybrid); tune the hybrid per backend before comparing figures.
 * **Identifiers** are looked up in `aml_note_identifiers` (normalised values), exactly as in
   SQLite, so exact-identifier hits do not depend on the full-text ranking.
 * **Vectors** are stored as float16 `bytea` beside each note. Each replica loads a bank's matrix
@@ -104,7 +109,7 @@ MIGRATION = Migration(
             PRIMARY KEY (tenant_id, rowid),
             UNIQUE (tenant_id, note_id)
         ) PARTITION BY LIST (tenant_id);
-        CREATE INDEX aml_notes_tsv ON aml_notes USING GIN (tsv);
+        CREATE INDEX aml_notes_tsv ON aml_notes USING GIN (tsv) WITH (fastupdate = off);
         CREATE INDEX aml_notes_case ON aml_notes (tenant_id, case_id);
         CREATE TABLE aml_note_identifiers (
             tenant_id   INTEGER NOT NULL,
@@ -483,6 +488,10 @@ class PostgresTenantNotes:
                 "UPDATE aml_note_tenants SET generation = generation + 1, space = %s WHERE tenant_id = %s",
                 (space, tenant_id),
             )
+            # Fresh statistics for the bank's partition, as SQLite's `PRAGMA optimize` after a write:
+            # without them the planner guesses, and a guess of "few rows" picks a sequential scan
+            # that parses every note's tsvector (measured 13 ms against 0.4 ms at 2,000 notes).
+            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(f"aml_notes_t{tenant_id}")))
         return len(old) + within_batch
 
     def replace_vectors(
