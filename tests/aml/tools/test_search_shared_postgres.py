@@ -138,3 +138,20 @@ def test_a_baseline_saved_on_one_replica_is_compared_with_on_the_other(
     assert again["baseline"]["baseline_id"] == baseline_id
     assert (again["deltas"]["recall_at_10"], again["deltas"]["ndcg_at_10"]) == (0.0, 0.0)
     assert _evaluate(second, A)["baseline"] is None
+
+
+@pytest.mark.parametrize("hostile", ["\u0000", "ACC\u0000-1", "\ud800", "Ma\ud800ria \u0000"])
+def test_text_postgresql_cannot_hold_is_answered_never_a_server_error(
+    replicas: tuple[AmlClient, AmlClient, str, str], hostile: str
+) -> None:
+    first, _, _, _ = replicas
+    for arguments in ({"query": hostile}, {"query": f"cash {hostile}", "case_id": hostile}):
+        response = first.call("search_aml_notes", arguments, tenant=A, scope="aml:read")
+        body = response.json()
+        if "\ud800" in hostile:  # refused at the door, before any store sees it
+            assert (response.status_code, body["error"]["code"]) == (400, -32700), body
+            continue
+        assert response.status_code == 200, response.text
+        assert "result" in body or body["error"]["code"] == -32602, body
+        if "result" in body and body["result"].get("isError") is not True:
+            assert all(h["note_id"] for h in body["result"]["structuredContent"]["results"])
