@@ -180,12 +180,19 @@ def _filter(where: NoteFilter) -> tuple[sql.Composable, list[object]]:
     if where.date_to_ts is not None:
         clauses.append(sql.SQL("n.created_ts <= %s"))
         params.append(where.date_to_ts)
+    # A value `TEXT` cannot hold can equal no stored value: the filter matches nothing.
     if where.case_id is not None:
-        clauses.append(sql.SQL("n.case_id = %s"))
-        params.append(where.case_id if storable(where.case_id) else "")
+        if storable(where.case_id):
+            clauses.append(sql.SQL("n.case_id = %s"))
+            params.append(where.case_id)
+        else:
+            clauses.append(sql.SQL("FALSE"))
     if where.typology is not None:
-        clauses.append(sql.SQL("strpos(n.typologies, %s) > 0"))
-        params.append(f"|{where.typology}|" if storable(where.typology) else "\x01")
+        if storable(where.typology):
+            clauses.append(sql.SQL("strpos(n.typologies, %s) > 0"))
+            params.append(f"|{where.typology}|")
+        else:
+            clauses.append(sql.SQL("FALSE"))
     return sql.SQL("").join(sql.SQL(" AND ") + c for c in clauses), params
 
 
