@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
-from aml_mcp.aml.wiring import build_aml
+from aml_mcp.aml.wiring import Aml, build_aml
 from aml_mcp.audit import postgres_table as postgres_audit
 from aml_mcp.audit.postgres_table import PostgresAuditReader, PostgresStoreSink
 from aml_mcp.audit.table import AuditReader, SqliteAuditReader
@@ -143,8 +143,9 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         probes.append(("shared-store", shared.ping))
     details: list[tuple[str, Callable[[], str | None]]] = []
 
+    aml: Aml | None = None
     if catalog is None:
-        aml = build_aml(settings.aml, data_dir=data_dir, database=database)
+        aml = build_aml(settings.aml, data_dir=data_dir, database=database, shared=shared)
         catalog = aml.catalog
         components.append(aml)
         probes.append(("notes", _reporting(aml.notes_problem)))
@@ -193,6 +194,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
             *tasks.shared_migrations,
             postgres_revocations.MIGRATION,
             postgres_audit.MIGRATION,
+            *(aml.shared_migrations if aml is not None else ()),
         ]
         components.append(Parts(lifetime=lambda: _shared_lifetime(shared, shared_migrations)))
         components.append(Parts(lifetime=pg_bus.running))

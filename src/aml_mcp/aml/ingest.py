@@ -19,8 +19,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from aml_mcp.aml.note_store import NoteStore, VectorSpaceMismatchError
+from aml_mcp.aml.note_store import NoteStore, UnstorableNoteError, VectorSpaceMismatchError
 from aml_mcp.aml.notes import CaseNote, InvalidTenantError, validate_tenant
+from aml_mcp.aml.notes_backend import NotesBackend
 from aml_mcp.aml.search.choice import EmbedderKind, Embedders, load_embedders
 from aml_mcp.aml.search.embeddings import Embedder
 
@@ -128,7 +129,7 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[CaseNote], list[RowError], i
 
 
 def write_notes(
-    store: NoteStore, tenant: str, notes: Sequence[CaseNote], embedder: Embedder | Embedders
+    store: NotesBackend, tenant: str, notes: Sequence[CaseNote], embedder: Embedder | Embedders
 ) -> tuple[int, int]:
     """Embed validated notes, then store them in one transaction; returns (inserted, replaced).
 
@@ -147,7 +148,7 @@ def write_notes(
 
 
 def reembed_tenant(
-    store: NoteStore,
+    store: NotesBackend,
     tenant: str,
     embedder: Embedder,
     progress: Callable[[int, int], None] | None = None,
@@ -175,7 +176,7 @@ def reembed_tenant(
     return len(vectors)
 
 
-def ingest_file(path: Path, tenant: str, store: NoteStore, embedder: Embedder | Embedders) -> IngestReport:
+def ingest_file(path: Path, tenant: str, store: NotesBackend, embedder: Embedder | Embedders) -> IngestReport:
     """Validate `path` (JSONL) and, only if every row is valid, store all its notes for `tenant`."""
     report = IngestReport(path=str(path), tenant=tenant)
     try:
@@ -203,7 +204,7 @@ def ingest_file(path: Path, tenant: str, store: NoteStore, embedder: Embedder | 
         return report
     try:
         report.inserted, report.replaced = write_notes(store, tenant, notes, embedder)
-    except VectorSpaceMismatchError as exc:
+    except (VectorSpaceMismatchError, UnstorableNoteError) as exc:
         report.fatal = str(exc)
     return report
 
@@ -214,10 +215,14 @@ def run_ingest(
     data_dir: Path,
     out: TextIO | None = None,
     embedder: EmbedderKind = EmbedderKind.MINILM,
+    *,
+    store: NotesBackend | None = None,
 ) -> int:
     """What `aml-mcp ingest FILE --tenant T [--data-dir D]` runs: prints the report, returns the exit code.
 
-    Exit codes: 0 ingested, 1 nothing ingested (bad rows or unreadable file).
+    Writes to `store` when given (the shared PostgreSQL notes; the caller closes it), else to the
+    SQLite store in `data_dir`. Exit codes: 0 ingested, 1 nothing ingested (bad rows or
+    unreadable file).
     """
     stream = out if out is not None else sys.stdout
     try:
@@ -226,7 +231,10 @@ def run_ingest(
         print(f"{path}: not ingested: {exc}", file=stream)
         return 1
     embedders = load_embedders(embedder)
-    with NoteStore.open(data_dir) as store:
+    if store is not None:
         report = ingest_file(path, tenant, store, embedders)
+    else:
+        with NoteStore.open(data_dir) as local:
+            report = ingest_file(path, tenant, local, embedders)
     print(report.render(), file=stream)
     return 0 if report.ok else 1

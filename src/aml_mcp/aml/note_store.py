@@ -101,6 +101,17 @@ class NotesDamagedError(DatabaseFileError):
     """
 
 
+class UnstorableNoteError(ValueError):
+    """A note holds text the store cannot keep as written (PostgreSQL `TEXT` refuses U+0000 and
+    unpaired surrogates); the whole batch is refused before anything is written."""
+
+
+class NotesUnavailableError(RuntimeError):
+    """A shared notes store cannot be reached (or is out of resources) right now: retry later.
+
+    The message is one short cause without addresses, fit for a tool error."""
+
+
 class VectorSpaceMismatchError(RuntimeError):
     """A tenant's stored vectors come from a different embedder than the one now in use."""
 
@@ -270,6 +281,14 @@ class NoteStore:
             self._mark_damaged(str(exc))
             raise NotesDamagedError(self._damage or str(exc)) from exc
 
+    def first_load(self) -> contextlib.AbstractContextManager[None]:
+        """Nothing to hold: one data directory's first start runs in one process."""
+        return contextlib.nullcontext()
+
+    def moving(self, tenant: str) -> contextlib.AbstractContextManager[bool]:
+        """Always this process's to move: one data directory's server is one process."""
+        return contextlib.nullcontext(True)
+
     def tenant(self, tenant: str) -> TenantNotes:
         """The notes of one tenant: the only way to read or write notes."""
         return TenantNotes(self, validate_tenant(tenant))
@@ -320,12 +339,12 @@ def _fts_table(tenant_id: int) -> str:
     return f"notes_fts_{int(tenant_id)}"
 
 
-def _typology_column(typologies: Sequence[str]) -> str:
+def typology_column(typologies: Sequence[str]) -> str:
     """`|a|b|` so a LIKE on `%|a|%` matches whole codes only."""
     return "|" + "|".join(typologies) + "|" if typologies else "|"
 
 
-def _identifier_rows(note: CaseNote) -> list[tuple[str, str]]:
+def identifier_rows(note: CaseNote) -> list[tuple[str, str]]:
     """(normalised value, kind) pairs an exact-identifier query may hit for this note."""
     rows: list[tuple[str, str]] = [
         (normalise_identifier(note.note_id), "note_id"),
@@ -420,7 +439,7 @@ class TenantNotes:
                     )
                     conn.execute("DELETE FROM note_identifiers WHERE note_rowid = ?", (old[0],))
                     conn.execute("DELETE FROM notes WHERE rowid = ?", (old[0],))
-                subjects, identifiers = _subjects_text(note.subjects), _identifiers_text(note)
+                subjects, identifiers = subjects_text(note.subjects), identifiers_text(note)
                 cur = conn.execute(
                     "INSERT INTO notes (tenant_id, note_id, case_id, created_at, created_ts, typologies,"
                     " text, subjects, identifiers, doc, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -430,7 +449,7 @@ class TenantNotes:
                         note.case_id,
                         note.created_at.isoformat(),
                         note.created_at.timestamp(),
-                        _typology_column(note.typologies),
+                        typology_column(note.typologies),
                         note.text,
                         subjects,
                         identifiers,
@@ -439,7 +458,7 @@ class TenantNotes:
                     ),
                 )
                 rowid = int(cur.lastrowid or 0)
-                idents = _identifier_rows(note)
+                idents = identifier_rows(note)
                 conn.executemany(
                     "INSERT INTO note_identifiers (tenant_id, value, kind, note_rowid) VALUES (?, ?, ?, ?)",
                     [(tenant_id, value, kind, rowid) for value, kind in idents],
@@ -658,7 +677,7 @@ class TenantNotes:
                 f"SELECT rowid, doc, text FROM notes WHERE rowid IN ({marks}) AND +tenant_id = ?",  # noqa: S608
                 [*rowids, tenant_id],
             ).fetchall()
-        return {int(r[0]): _note(r[1], r[2]) for r in rows}
+        return {int(r[0]): note_from_row(r[1], r[2]) for r in rows}
 
     def by_note_id(self, note_id: str) -> CaseNote | None:
         with self._store._reading() as conn:
@@ -668,7 +687,7 @@ class TenantNotes:
             row = conn.execute(
                 "SELECT doc, text FROM notes WHERE tenant_id = ? AND note_id = ?", (tenant_id, note_id)
             ).fetchone()
-        return None if row is None else _note(row[0], row[1])
+        return None if row is None else note_from_row(row[0], row[1])
 
     def case_notes(self, case_id: str) -> list[CaseNote]:
         """All notes of one case of this tenant, oldest first (empty for unknown or foreign cases)."""
@@ -681,7 +700,7 @@ class TenantNotes:
                 "ORDER BY created_ts, note_id",
                 (tenant_id, case_id),
             ).fetchall()
-        return [_note(r[0], r[1]) for r in rows]
+        return [note_from_row(r[0], r[1]) for r in rows]
 
     def case_ids(self) -> list[str]:
         with self._store._reading() as conn:
@@ -710,7 +729,7 @@ class TenantNotes:
                 return
             for rowid, doc, text in rows:
                 last = int(rowid)
-                yield _note(doc, text)
+                yield note_from_row(doc, text)
 
     def vectors(self) -> TenantVectors | None:
         """This tenant's note vectors, from memory unless a write has happened since they were loaded."""
@@ -730,12 +749,12 @@ class TenantNotes:
                 "WHERE tenant_id = ? ORDER BY rowid",
                 (tenant_id,),
             ).fetchall()
-            loaded = _load_vectors(generation, rows)
+            loaded = load_vectors(generation, rows)
             store._vectors[tenant_id] = loaded
             return loaded
 
 
-def _load_vectors(generation: int, rows: Sequence[tuple[int, bytes, float, str, str]]) -> TenantVectors:
+def load_vectors(generation: int, rows: Sequence[tuple[int, bytes, float, str, str]]) -> TenantVectors:
     if not rows:
         return TenantVectors(
             generation,
@@ -785,7 +804,7 @@ def _principal_directions(matrix: npt.NDArray[np.float32], sample: int = 8192) -
     return basis
 
 
-def _note(doc: str, text: str) -> CaseNote:
+def note_from_row(doc: str, text: str) -> CaseNote:
     """Rebuild a note from its stored JSON, which leaves the text out so the text is stored once.
 
     `doc` is always a non-empty JSON object written by `model_dump_json`, so splicing the text in
@@ -794,11 +813,11 @@ def _note(doc: str, text: str) -> CaseNote:
     return CaseNote.model_validate_json(f'{doc[:-1]},"text":{json.dumps(text)}}}')
 
 
-def _subjects_text(subjects: Sequence[Subject]) -> str:
+def subjects_text(subjects: Sequence[Subject]) -> str:
     return " ; ".join(" ".join(x for x in (s.name, s.account_id or "", s.role or "") if x) for s in subjects)
 
 
-def _identifiers_text(note: CaseNote) -> str:
+def identifiers_text(note: CaseNote) -> str:
     return " ".join([note.case_id, note.note_id, *note.counterparties])
 
 

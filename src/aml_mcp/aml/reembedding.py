@@ -7,6 +7,10 @@ ready at once (lexical search and static dense search for those tenants), and th
 tenant to the transformer one at a time. A tenant switches in one transaction when all its
 vectors are done, so a search never mixes spaces. Progress is a log line per bank and a
 sentence on `/readyz`.
+
+Replicas sharing one notes store move each bank once: the one that takes the bank's move lock
+(`NotesBackend.moving`) embeds it, the others wait until the bank is in the target space and
+meanwhile keep searching it in the old one (which the store reloads when the switch lands).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import time
 import anyio.to_thread
 
 from aml_mcp.aml.ingest import reembed_tenant
-from aml_mcp.aml.note_store import NotesDamagedError, NoteStore, VectorSpaceMismatchError
+from aml_mcp.aml.note_store import NotesDamagedError, VectorSpaceMismatchError
+from aml_mcp.aml.notes_backend import NotesBackend
 from aml_mcp.aml.search.choice import Embedders
 
 _log = logging.getLogger(__name__)
@@ -27,6 +32,8 @@ _BATCH = 16
 """Notes per step: a stop request is seen within one step (about a second on 2 cores)."""
 _ATTEMPTS = 3
 """A bank whose notes keep changing under the move is tried this often, then left for `reembed`."""
+_WAIT_FOR_OTHER_S = 2.0
+"""How often a replica checks whether the bank another replica moves has switched."""
 
 
 class _Stopped(Exception):
@@ -36,7 +43,7 @@ class _Stopped(Exception):
 class BackgroundReembedding:
     """Re-embeds, one tenant after another, every tenant whose vectors another embedder made."""
 
-    def __init__(self, store: NoteStore, embedders: Embedders) -> None:
+    def __init__(self, store: NotesBackend, embedders: Embedders) -> None:
         self._store = store
         self._embedders = embedders
         self._stop = threading.Event()
@@ -105,4 +112,17 @@ class BackgroundReembedding:
 
         if self._stop.is_set():
             raise _Stopped
-        reembed_tenant(self._store, tenant, self._embedders.primary, progress, batch=_BATCH)
+        target = self._embedders.primary.name
+        while True:
+            with self._store.moving(tenant) as mine:
+                if mine:
+                    reembed_tenant(self._store, tenant, self._embedders.primary, progress, batch=_BATCH)
+                    return
+            self._status = (
+                f"full dense quality pending: another replica is re-embedding {label}; "
+                "lexical and static dense search meanwhile"
+            )
+            if self._store.tenant(tenant).vector_space() in (None, target):
+                return
+            if self._stop.wait(_WAIT_FOR_OTHER_S):
+                raise _Stopped

@@ -1,9 +1,12 @@
 """Assembles the AML tools for the composition root: `build_aml(settings, ...) -> Aml`.
 
-`build_aml` opens the notes store in the data directory, assembles drafter, checks, evaluation
-and search, and returns a `Component` (the baseline table's schema; a lifetime that checks the
-notes store's pages and loads the embedder at start-up and closes the notes store at shutdown)
-with the catalog to serve, and `notes_problem` for the readiness probe.
+`build_aml` picks the notes store and the baselines: SQLite in the data directory by default, or,
+given the `shared` PostgreSQL database of a scaled-out deployment, `PostgresNoteStore` and
+`PostgresBaselineStore` there, so every replica searches the same notes and compares with the
+same baselines. It assembles drafter, checks, evaluation and search, and returns a `Component`
+(the baseline table's schema; a lifetime that opens or checks the notes store and loads the
+embedder at start-up and closes the notes store at shutdown) with the catalog to serve, and
+`notes_problem` for the readiness probe.
 """
 
 from __future__ import annotations
@@ -17,10 +20,19 @@ from pathlib import Path
 import anyio.to_thread
 from starlette.routing import BaseRoute
 
-from aml_mcp.aml.evaluation.baselines import COMPONENT, MIGRATIONS, BaselineStore
+from aml_mcp.aml.evaluation.baselines import (
+    COMPONENT,
+    MIGRATIONS,
+    POSTGRES_MIGRATION,
+    Baselines,
+    BaselineStore,
+    PostgresBaselineStore,
+)
 from aml_mcp.aml.evaluation.labels import DemoLabels
 from aml_mcp.aml.evaluation.run import Evaluator
 from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes_backend import ForeignIdentifiers, NotesBackend
+from aml_mcp.aml.postgres_notes import PostgresIdentifierDirectory, PostgresNoteStore
 from aml_mcp.aml.reembedding import BackgroundReembedding
 from aml_mcp.aml.sar.batches import CaseWork
 from aml_mcp.aml.sar.checks import CheckSuite
@@ -33,6 +45,7 @@ from aml_mcp.aml.tools import aml_catalog
 from aml_mcp.aml.tools.service import AmlService
 from aml_mcp.catalog import Catalog
 from aml_mcp.scope_rules import ScopeRule
+from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.store.sqlite import Migration, SqliteDatabase
 
 
@@ -40,8 +53,12 @@ from aml_mcp.store.sqlite import Migration, SqliteDatabase
 class Aml:
     catalog: Catalog
     service: AmlService
-    store: NoteStore
+    store: NotesBackend
     migrations: Sequence[Migration] = (Migration(COMPONENT, MIGRATIONS),)
+    shared_migrations: Sequence[Migration] = ()
+    """Tables on the shared PostgreSQL database (the baselines), applied with the app's others."""
+    open_store: Callable[[], object] | None = None
+    """Connects the notes store and brings its tables up to date (PostgreSQL), at start-up."""
     routes: Sequence[BaseRoute] = ()
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
     reembed_in_background: bool = True
@@ -57,6 +74,8 @@ class Aml:
         readiness reports it and searches refuse with a clear error until it is restored.
         """
         try:
+            if self.open_store is not None:
+                await anyio.to_thread.run_sync(self.open_store)
             await anyio.to_thread.run_sync(self.store.verify)
             await self.service.start()
             async with anyio.create_task_group() as background:
@@ -100,15 +119,32 @@ def load_drafter(path: str | None) -> Drafter:
     return drafter
 
 
-def build_aml(settings: AmlSettings, *, data_dir: Path, database: SqliteDatabase) -> Aml:
-    store = NoteStore.open(data_dir)
+def build_aml(
+    settings: AmlSettings,
+    *,
+    data_dir: Path,
+    database: SqliteDatabase,
+    shared: PostgresDatabase | None = None,
+) -> Aml:
+    """The AML tools on the notes and baselines of `data_dir`, or of `shared` when given."""
+    store: NotesBackend
+    directory: ForeignIdentifiers
+    baselines: Baselines
+    open_store: Callable[[], object] | None = None
+    if shared is None:
+        sqlite_store = NoteStore.open(data_dir)
+        store, directory = sqlite_store, IdentifierDirectory(sqlite_store.path)
+        baselines = BaselineStore(database)
+    else:
+        pg_store = PostgresNoteStore(shared)
+        store, directory, open_store = pg_store, PostgresIdentifierDirectory(pg_store), pg_store.open
+        baselines = PostgresBaselineStore(shared)
     casework = CaseWork(
         store,
         load_drafter(settings.drafter),
         CheckSuite(frozenset(TYPOLOGY_LABELS) | frozenset(settings.extra_typology_codes)),
-        IdentifierDirectory(store.path),
+        directory,
     )
-    baselines = BaselineStore(database)
     labels = DemoLabels(seed=settings.demo_seed)
 
     def evaluator(searcher: Callable[[], NoteSearch]) -> Evaluator:
@@ -132,5 +168,7 @@ def build_aml(settings: AmlSettings, *, data_dir: Path, database: SqliteDatabase
         catalog=aml_catalog(service, settings),
         service=service,
         store=store,
+        shared_migrations=() if shared is None else (POSTGRES_MIGRATION,),
+        open_store=open_store,
         reembed_in_background=settings.reembed_in_background,
     )

@@ -3,18 +3,40 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from aml_mcp.aml.ingest import reembed_tenant, run_ingest
 from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes_backend import NotesBackend
+from aml_mcp.aml.postgres_notes import PostgresNoteStore
 from aml_mcp.aml.search.choice import load_embedders
-from aml_mcp.cli.options import data_options, settings_from
+from aml_mcp.cli.options import data_options, settings_from, shared_database
+from aml_mcp.config import Settings
+
+
+@contextlib.contextmanager
+def open_notes(settings: Settings) -> Iterator[NotesBackend]:
+    """The notes store the server with these settings serves: the shared PostgreSQL one when
+    `database_url` is set (tables created if missing), else SQLite in the data directory."""
+    database = shared_database(settings)
+    if database is None:
+        with NoteStore.open(settings.ensure_data_dir()) as local:
+            yield local
+        return
+    with PostgresNoteStore(database, max_connections=2) as shared:
+        yield shared
 
 
 def _ingest(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    return run_ingest(args.file, args.tenant, settings.ensure_data_dir(), embedder=settings.aml.embedder)
+    data_dir = settings.ensure_data_dir()
+    if settings.database_url is None:
+        return run_ingest(args.file, args.tenant, data_dir, embedder=settings.aml.embedder)
+    with open_notes(settings) as store:
+        return run_ingest(args.file, args.tenant, data_dir, embedder=settings.aml.embedder, store=store)
 
 
 def _reembed(args: argparse.Namespace) -> int:
@@ -22,7 +44,7 @@ def _reembed(args: argparse.Namespace) -> int:
     to the transformer after an upgrade; a tenant keeps serving from its old vectors meanwhile."""
     settings = settings_from(args)
     embedder = load_embedders(settings.aml.embedder).primary
-    with NoteStore.open(settings.ensure_data_dir()) as store:
+    with open_notes(settings) as store:
         for tenant in args.tenant or store.tenants():
             count = reembed_tenant(store, tenant, embedder)
             print(f"{tenant}: {count} note(s) re-embedded" if count else f"{tenant}: already current")

@@ -36,6 +36,7 @@ from aml_mcp.app import Runtime, build_app
 from aml_mcp.auth.challenge import resource_metadata_url
 from aml_mcp.auth.redaction import install_access_log_redaction
 from aml_mcp.catalog import Catalog
+from aml_mcp.cli.case_notes import open_notes
 from aml_mcp.cli.logs import configure_logging
 from aml_mcp.cli.options import trusted_issuers
 from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
@@ -179,7 +180,10 @@ def _load_demo(settings: Settings) -> None:
     def bank_done(tenant: str, count: int, done: int, total: int) -> None:
         say(f"  {tenant}: {count} notes ({done}/{total} banks, {time.monotonic() - started:.1f} s)")
 
-    written = load_demo_if_empty(settings.aml, settings.ensure_data_dir(), say, bank_done)
+    if settings.aml.demo_notes_per_tenant == 0:
+        return
+    with open_notes(settings) as store:
+        written = load_demo_if_empty(settings.aml, settings.ensure_data_dir(), say, bank_done, store=store)
     if written:
         banks = ", ".join(f"{tenant} ({count})" for tenant, count in written.items())
         say(f"loaded the demo corpus (notes per bank): {banks} in {time.monotonic() - started:.1f} s")

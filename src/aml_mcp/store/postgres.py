@@ -138,9 +138,12 @@ class PostgresDatabase:
             async with await psycopg.AsyncConnection.connect(
                 self.url, autocommit=True, connect_timeout=self.connect_kwargs()["connect_timeout"]
             ) as conn:
-                await conn.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
-                )
+                # `IF NOT EXISTS` is not atomic: a process starting at the same moment may create it
+                # between the check and the insert (a unique violation), which is just as good.
+                with contextlib.suppress(psycopg.errors.UniqueViolation):
+                    await conn.execute(
+                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+                    )
         pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             self.url,
             min_size=self.budget.min_size,

@@ -27,8 +27,8 @@ from decimal import Decimal
 
 from aml_mcp.aml.demo.typologies import INDUSTRIES, OCCUPATIONS, TYPOLOGIES, Typology, Variant
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.notes import CaseNote, Subject
+from aml_mcp.aml.notes_backend import NotesBackend
 from aml_mcp.aml.search.embeddings import Embedder
 
 DEFAULT_SEED = 20260804
@@ -511,7 +511,7 @@ def generate(notes_per_tenant: int, seed: int = DEFAULT_SEED, exact_per_kind: in
 
 
 def load_demo(
-    store: NoteStore,
+    store: NotesBackend,
     embedder: Embedder,
     notes_per_tenant: int = DEFAULT_NOTES_PER_TENANT,
     seed: int = DEFAULT_SEED,

@@ -3,12 +3,14 @@ something to search before any bank has loaded its own notes."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from aml_mcp.aml.demo.corpus import BankProgress, load_demo
 from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes_backend import NotesBackend
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 
 
@@ -27,19 +29,26 @@ def load_demo_if_empty(
     data_dir: Path,
     announce: Callable[[str], None] | None = None,
     progress: BankProgress | None = None,
+    *,
+    store: NotesBackend | None = None,
 ) -> dict[str, int]:
     """Load the demo banks when the notes store holds no tenant at all; notes written per bank.
 
-    Never touches a store that holds anything (a bank's own data, or an earlier demo load).
+    The store is `store` when given (the shared PostgreSQL notes; the caller closes it), else the
+    SQLite store in `data_dir`. Never touches a store that holds anything (a bank's own data, or
+    an earlier demo load). The check and the load run under `first_load()`: replicas starting at
+    once against one shared store wait for each other, and only the first loads.
     `announce` hears, before the work starts, that it is about to take a while; `progress` hears
     each bank as it is written, so a slow first start is never silent.
     """
     size = settings.demo_notes_per_tenant
     if size == 0:
         return {}
-    with NoteStore.open(data_dir) as store:
-        if store.tenants():
-            return {}
-        if announce is not None:
-            announce(f"the notes store is empty: loading the demo corpus ({size} notes per bank)")
-        return load_demo(store, StaticEmbedder.load(), size, settings.demo_seed, progress=progress)
+    with contextlib.ExitStack() as stack:
+        notes = store if store is not None else stack.enter_context(NoteStore.open(data_dir))
+        with notes.first_load():
+            if notes.tenants():
+                return {}
+            if announce is not None:
+                announce(f"the notes store is empty: loading the demo corpus ({size} notes per bank)")
+            return load_demo(notes, StaticEmbedder.load(), size, settings.demo_seed, progress=progress)

@@ -17,10 +17,11 @@ import secrets
 import sqlite3
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aml_mcp.principal import Principal
-from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.store.sqlite import Migration, SqliteDatabase
 
 COMPONENT = "aml_eval"
 MIGRATIONS: list[str] = [
@@ -41,6 +42,32 @@ MIGRATIONS: list[str] = [
 ]
 
 
+POSTGRES_MIGRATION = Migration(
+    COMPONENT,
+    [
+        """
+        CREATE TABLE aml_eval_baselines (
+            seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            baseline_id  TEXT NOT NULL UNIQUE,
+            tenant       TEXT NOT NULL,
+            saved_at_ms  BIGINT NOT NULL,
+            issuer       BYTEA NOT NULL,
+            subject      BYTEA NOT NULL,
+            client_id    BYTEA NOT NULL,
+            digest       TEXT NOT NULL,
+            figures      TEXT NOT NULL
+        );
+        CREATE INDEX aml_eval_baselines_tenant ON aml_eval_baselines (tenant, seq);
+        """
+    ],
+)
+"""The same table on PostgreSQL. Who saved it is `BYTEA` (UTF-8, surrogates escaped), as the task
+store's owner columns, because a token's claims may hold characters `TEXT` cannot (U+0000)."""
+
+_BASELINE_LOCK = 0x616D6C65
+"""First key of the advisory lock that makes a tenant's read-then-insert one step on PostgreSQL."""
+
+
 @dataclass(frozen=True, slots=True)
 class Baseline:
     baseline_id: str
@@ -56,6 +83,14 @@ def _baseline(row: sqlite3.Row | tuple[Any, ...]) -> Baseline:
 
 
 _COLUMNS = "baseline_id, saved_at_ms, subject, digest, figures"
+
+
+class Baselines(Protocol):
+    """What the evaluation needs: a tenant's newest baseline, and saving a new one."""
+
+    async def latest(self, tenant: str) -> Baseline | None: ...
+
+    async def save(self, principal: Principal, digest: str, figures: dict[str, Any]) -> Baseline: ...
 
 
 class BaselineStore:
@@ -109,3 +144,82 @@ class BaselineStore:
             return Baseline(new_id, now, principal.subject, digest, json.loads(encoded))
 
         return await self._database.write(write)
+
+
+def _owner_bytes(value: str) -> bytes:
+    """A claim as bytes, surrogates kept, as the task store keeps owners."""
+    return value.encode("utf-8", "surrogatepass")
+
+
+def _text_ok(value: str) -> bool:
+    """Whether `TEXT` can hold `value` (no U+0000, no unpaired surrogate)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _pg_baseline(row: tuple[Any, ...]) -> Baseline:
+    subject = bytes(row[2]).decode("utf-8", "surrogatepass")
+    return Baseline(str(row[0]), int(row[1]), subject, str(row[3]), json.loads(row[4]))
+
+
+_PG_COLUMNS = "baseline_id, saved_at_ms, subject, digest, figures"
+
+
+class PostgresBaselineStore:
+    """`BaselineStore` on the shared database: every replica reads and saves the same history.
+
+    `save` holds a transaction-scoped advisory lock on the tenant, so two replicas saving the same
+    figures at once still add one row (the second finds the first's digest)."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._database = database
+
+    async def latest(self, tenant: str) -> Baseline | None:
+        if not _text_ok(tenant):
+            return None  # no stored tenant can be it: `save` refuses such a tenant
+        rows = await self._database.execute(
+            f"SELECT {_PG_COLUMNS} FROM aml_eval_baselines WHERE tenant = %s "  # noqa: S608
+            "ORDER BY seq DESC LIMIT 1",
+            (tenant,),
+        )
+        return _pg_baseline(rows[0]) if rows else None
+
+    async def save(self, principal: Principal, digest: str, figures: dict[str, Any]) -> Baseline:
+        tenant = principal.tenant
+        if not _text_ok(tenant):
+            raise ValueError("a tenant holding U+0000 or an unpaired surrogate cannot have baselines")
+        new_id = secrets.token_urlsafe(12)
+        encoded = json.dumps(figures, sort_keys=True, separators=(",", ":"))
+        async with self._database.transaction() as conn:
+            await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_BASELINE_LOCK, tenant))
+            cursor = await conn.execute(
+                f"SELECT {_PG_COLUMNS} FROM aml_eval_baselines WHERE tenant = %s "  # noqa: S608
+                "ORDER BY seq DESC LIMIT 1",
+                (tenant,),
+            )
+            row = await cursor.fetchone()
+            if row is not None and row[3] == digest:
+                return _pg_baseline(row)
+            cursor = await conn.execute(
+                "INSERT INTO aml_eval_baselines (baseline_id, tenant, saved_at_ms, issuer, subject,"
+                " client_id, digest, figures) VALUES (%s, %s,"
+                " (extract(epoch FROM clock_timestamp()) * 1000)::bigint, %s, %s, %s, %s, %s)"
+                " RETURNING saved_at_ms",
+                (
+                    new_id,
+                    tenant,
+                    _owner_bytes(principal.issuer),
+                    _owner_bytes(principal.subject),
+                    _owner_bytes(principal.client_id),
+                    digest,
+                    encoded,
+                ),
+            )
+            saved = await cursor.fetchone()
+        assert saved is not None
+        return Baseline(new_id, int(saved[0]), principal.subject, digest, json.loads(encoded))

@@ -28,11 +28,11 @@ from typing import Any
 import anyio.to_thread
 
 from aml_mcp.aml.demo.corpus import LabelledQuery
-from aml_mcp.aml.evaluation.baselines import Baseline, BaselineStore
+from aml_mcp.aml.evaluation.baselines import Baseline, Baselines
 from aml_mcp.aml.evaluation.fingerprint import combine, note_digest
 from aml_mcp.aml.evaluation.labels import DemoLabels, LabelSet
 from aml_mcp.aml.evaluation.metrics import ndcg_at_k, recall_at_k
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes_backend import NotesBackend
 from aml_mcp.aml.sar.batches import CaseWork, in_slices
 from aml_mcp.aml.sar.checks import CHECKS
 from aml_mcp.aml.sar.facts import CaseFile
@@ -93,11 +93,11 @@ class Evaluator:
     def __init__(
         self,
         *,
-        store: NoteStore,
+        store: NotesBackend,
         casework: CaseWork,
         searcher: Callable[[], NoteSearch],
         labels: DemoLabels,
-        baselines: BaselineStore,
+        baselines: Baselines,
         slice_s: float,
     ) -> None:
         self._store = store

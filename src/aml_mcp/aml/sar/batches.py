@@ -20,12 +20,11 @@ from typing import TypeVar
 import anyio.lowlevel
 import anyio.to_thread
 
-from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.notes import InvalidTenantError
+from aml_mcp.aml.notes_backend import ForeignIdentifiers, NotesBackend
 from aml_mcp.aml.sar.checks import CheckResult, CheckSuite, foreign_candidates
 from aml_mcp.aml.sar.draft import Drafter, SarDraft
 from aml_mcp.aml.sar.facts import CaseFile, build_case_file
-from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
 from aml_mcp.aml.sar.questions import AnalystFacts
 
 T = TypeVar("T")
@@ -51,7 +50,7 @@ class CaseWork:
     """Loads, drafts and checks cases of the tenant it is asked about (synchronous; call from threads)."""
 
     def __init__(
-        self, store: NoteStore, drafter: Drafter, checks: CheckSuite, directory: IdentifierDirectory
+        self, store: NotesBackend, drafter: Drafter, checks: CheckSuite, directory: ForeignIdentifiers
     ) -> None:
         self._store = store
         self._drafter = drafter

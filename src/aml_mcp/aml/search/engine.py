@@ -9,7 +9,7 @@ The flow for one query:
 4. exact identifiers in the query (account ids, case/note ids, names) looked up in the tenant's
    identifier index; notes that carry one are lifted above every non-matching note.
 
-A search needs a `TenantNotes`, which only `NoteStore.tenant(<verified tenant>)` makes: there is
+A search needs a `TenantNoteAccess`, which only a store's `tenant(<verified tenant>)` makes: there is
 no argument through which a caller could name another tenant.
 """
 
@@ -28,12 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from aml_mcp.aml.note_store import (
     NoteFilter,
-    TenantNotes,
     TenantVectors,
     VectorSpaceMismatchError,
     parse_iso_bound,
 )
 from aml_mcp.aml.notes import CaseNote, Subject, normalise_identifier, normalise_name, normalise_typology
+from aml_mcp.aml.notes_backend import TenantNoteAccess
 from aml_mcp.aml.search.choice import Embedders
 from aml_mcp.aml.search.dense import FEEDBACK, Feedback, nearest_with_feedback
 from aml_mcp.aml.search.embeddings import Embedder
@@ -220,13 +220,13 @@ class NoteSearch:
         self._feedback = feedback if feedback is not None else Feedback(notes=0, weight=0.0)
 
     def search(
-        self, notes: TenantNotes, request: SearchRequest, mode: SearchMode = SearchMode.HYBRID
+        self, notes: TenantNoteAccess, request: SearchRequest, mode: SearchMode = SearchMode.HYBRID
     ) -> list[SearchHit]:
         """The best `request.top_k` notes of the tenant behind `notes` for `request`."""
         return self._render(notes, self._rank(notes, request, mode), request.query)
 
     def rank_ids(
-        self, notes: TenantNotes, request: SearchRequest, mode: SearchMode = SearchMode.HYBRID
+        self, notes: TenantNoteAccess, request: SearchRequest, mode: SearchMode = SearchMode.HYBRID
     ) -> list[str]:
         """Note ids only, in rank order (for evaluation, where snippets are waste)."""
         ranked = self._rank(notes, request, mode)
@@ -235,7 +235,7 @@ class NoteSearch:
 
     # -- ranking ----------------------------------------------------------------------------
 
-    def candidates(self, notes: TenantNotes, request: SearchRequest, mode: SearchMode) -> Candidates:
+    def candidates(self, notes: TenantNoteAccess, request: SearchRequest, mode: SearchMode) -> Candidates:
         """Lexical, dense and exact-identifier candidates of `request` within `notes`."""
         where = request.note_filter()
         dense_later = (
@@ -271,7 +271,7 @@ class NoteSearch:
             scores[rowid] = scores.get(rowid, 0.0) + IDENTIFIER_BOOST * len(set(kinds))
         return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:top_k]
 
-    def _rank(self, notes: TenantNotes, request: SearchRequest, mode: SearchMode) -> list[_Ranked]:
+    def _rank(self, notes: TenantNoteAccess, request: SearchRequest, mode: SearchMode) -> list[_Ranked]:
         found = self.candidates(notes, request, mode)
         return [
             _Ranked(rowid, score, tuple(found.exact.get(rowid, ())))
@@ -279,7 +279,7 @@ class NoteSearch:
         ]
 
     def _start_dense(
-        self, notes: TenantNotes, query: str, where: NoteFilter
+        self, notes: TenantNoteAccess, query: str, where: NoteFilter
     ) -> Callable[[], dict[int, float]] | None:
         """Start the dense list (embedding and nearest notes; on `overlap` if given); returns what
         waits for it, or None when the tenant has no vectors searchable in a loaded embedder's space."""
@@ -307,7 +307,7 @@ class NoteSearch:
 
     # -- rendering --------------------------------------------------------------------------
 
-    def _render(self, notes: TenantNotes, ranked: list[_Ranked], query: str) -> list[SearchHit]:
+    def _render(self, notes: TenantNoteAccess, ranked: list[_Ranked], query: str) -> list[SearchHit]:
         found = notes.get([r.rowid for r in ranked])
         snippet = Highlighter(lexical_terms(query), SNIPPET_TOKENS, HIGHLIGHT)
         spoken = f" {normalise_name(query)} "  # once per query, not once per hit

@@ -14,7 +14,7 @@ from typing import Any
 import mcp_types as types
 from pydantic import ValidationError
 
-from aml_mcp.aml.note_store import NotesDamagedError
+from aml_mcp.aml.note_store import NotesDamagedError, NotesUnavailableError
 from aml_mcp.aml.notes import normalise_typology
 from aml_mcp.aml.search.engine import SearchHit, SearchRequest
 from aml_mcp.aml.settings import AmlSettings
@@ -117,6 +117,7 @@ def render_results(hits: Sequence[SearchHit]) -> types.CallToolResult:
 NOTES_DAMAGED = (
     "The case-notes store is damaged, so search is unavailable until an operator restores it from a backup."
 )
+NOTES_UNAVAILABLE = "The shared case-notes database cannot be reached right now; retry in a moment."
 
 
 def search_tool(services: AmlService, settings: AmlSettings) -> ToolSpec:
@@ -132,6 +133,8 @@ def search_tool(services: AmlService, settings: AmlSettings) -> ToolSpec:
             return await services.search_and_render(ctx.principal.tenant, request, render_results)
         except NotesDamagedError:
             return tool_error(NOTES_DAMAGED)
+        except NotesUnavailableError:
+            return tool_error(NOTES_UNAVAILABLE)
 
     return ToolSpec(
         name="search_aml_notes",
