@@ -105,7 +105,8 @@ def aml(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AmlCluster]:
             "AML_MCP_DATABASE_URL": url,
             "AML_MCP_DATABASE_SCHEMA": cluster.schema,
         }
-        yield AmlCluster(cluster, work / "data", env)
+        # The operator's own directory: tokens come from the issuer's keys in PostgreSQL.
+        yield AmlCluster(cluster, work / "operator", env)
 
 
 @pytest.fixture(scope="module")

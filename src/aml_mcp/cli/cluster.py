@@ -6,8 +6,11 @@ one PostgreSQL schema of their own. It prints the MCP URL on stdout, then runs u
 SIGTERM, and stops exactly the processes it started (by their PIDs), then drops the schema it
 created (a schema given with `--schema` is kept).
 
-Every replica and worker shares one data directory (the local SQLite state: notes, audit, keys),
-which is what one host can share; the tasks and the listen-stream events go through PostgreSQL.
+Every replica and worker has a data directory of its own (`replica-N/`, `worker-N/` under the
+work directory: logs' neighbours, the local audit file, the server record): everything they must
+agree on (tasks, events, notes, baselines, revocations, the audit table, the development issuer's
+clients and keys, the request-state key) is in PostgreSQL, so any of them can be killed and
+replaced by a process that never saw the others' disks.
 """
 
 from __future__ import annotations
@@ -125,7 +128,6 @@ def running_cluster(
     own_schema = schema is None
     schema = schema or f"cluster_{secrets.token_hex(6)}"
     work = work_dir or Path(tempfile.mkdtemp(prefix="aml-mcp-cluster-"))
-    data_dir = work / "data"
     lb_port = port or free_port()
     url = f"http://127.0.0.1:{lb_port}/mcp"
     child_env = {
@@ -145,10 +147,11 @@ def running_cluster(
                 args = [*python, "conformance-server", "--port", str(replica_port)]
             else:
                 args = [*python, "serve", "--port", str(replica_port)]
+            data_dir = work / f"replica-{index + 1}"
             args += ["--data-dir", str(data_dir), "--role", "api", "--public-url", url]
             proc = _spawn(args, child_env, log)
             started.append(proc)
-            # One at a time: the first start creates the schema and the shared data directory.
+            # One at a time: the first start creates the schema's tables and loads any demo data.
             _wait_ready(f"http://127.0.0.1:{replica_port}/readyz", proc, f"replica {index + 1}", log)
             replica_ports.append((replica_port, proc))
         worker_procs = []
@@ -156,7 +159,7 @@ def running_cluster(
         for index in range(workers):
             health_port = free_port()
             log = work / f"worker-{index + 1}.log"
-            args = [*python, "worker", "--catalog", catalog, "--data-dir", str(data_dir)]
+            args = [*python, "worker", "--catalog", catalog, "--data-dir", str(work / f"worker-{index + 1}")]
             proc = _spawn([*args, "--health-port", str(health_port)], child_env, log)
             started.append(proc)
             worker_procs.append(proc)
