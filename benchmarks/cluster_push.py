@@ -55,6 +55,7 @@ def measure(count: int) -> list[float]:
                             continue
                         if note["params"]["status"] == "completed":
                             latencies.append(time.time() - _epoch(note["params"]["lastUpdatedAt"]))
+                            stream.close()  # hang up, so the replica frees the stream's slot at once
                             break
     return latencies
 

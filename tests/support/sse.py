@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
+import socket
 import threading
 import time
 from typing import Any
@@ -29,6 +31,19 @@ class SseReader:
             pass
         finally:
             self._messages.put(None)
+
+    def close(self) -> None:
+        """Hang up now: shut the connection's socket, which also ends the reading thread.
+
+        Closing the httpx response from this thread while the reader thread is blocked in it
+        leaves the connection open, and the server then keeps the stream (and its slot) until its
+        next keep-alive ping finds the client gone."""
+        network = self.response.extensions.get("network_stream")
+        sock = network.get_extra_info("socket") if network is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(5)
 
     def next(self, timeout: float = 5.0) -> dict[str, Any] | None:
         """The next message, or `None` once the stream has ended; raises `TimeoutError` if none comes."""
