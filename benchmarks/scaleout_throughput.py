@@ -26,7 +26,7 @@ import secrets
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -35,8 +35,8 @@ import psycopg
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from aml_mcp.cli.cluster import running_cluster  # noqa: E402
-from loadgen import RunResult, build_request, run_load, spawn_server  # noqa: E402
-from tasks_http import call_body, completed_task, get_body, headers  # noqa: E402
+from loadgen import RunResult, run_load, spawn_server  # noqa: E402
+from tasks_http import workload_requests  # noqa: E402
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SETUPS = ("sqlite", "pg x1", "pg x3")
@@ -78,20 +78,7 @@ def cluster(replicas: int, database_url: str, schema: str) -> Iterator[tuple[int
 
 
 def measure(port: int, pid: int, workload: str, connections: int, duration: float) -> RunResult:
-    if workload == "create":
-        make: Callable[[int], bytes] = lambda n: build_request(  # noqa: E731
-            "127.0.0.1", port, "/mcp", call_body(n), headers("tools/call", "slow_compute")
-        )
-        marker = b'"resultType":"task"'
-    else:
-        task_id = completed_task(port)
-        fixed = build_request("127.0.0.1", port, "/mcp", get_body(7, task_id), headers("tasks/get", task_id))
-        make = lambda n: fixed  # noqa: E731
-        marker = b'"status":"completed"'
-
-    def ok(status: int, body: bytes) -> bool:
-        return status == 200 and marker in body.replace(b": ", b":")
-
+    make, ok = workload_requests(port, workload)
     return asyncio.run(
         run_load("127.0.0.1", port, make, connections=connections, duration=duration, server_pid=pid, ok=ok)
     )

@@ -203,8 +203,11 @@ def completed_task(port: int) -> str:
     raise RuntimeError("the set-up task never completed")
 
 
-def measure(kind: str, workload: str, connections: int, duration: float, cpu: int) -> RunResult:
-    proc, port = start(kind, cpu)
+def workload_requests(
+    port: int, workload: str
+) -> tuple[Callable[[int], bytes], Callable[[int, bytes], bool]]:
+    """The request maker and the answer check for `create` (a task per request) or `get` (the same
+    completed task read again) against the server on `port`."""
     if workload == "create":
         make: Callable[[int], bytes] = lambda n: build_request(  # noqa: E731
             "127.0.0.1", port, "/mcp", call_body(n), headers("tools/call", "slow_compute")
@@ -219,6 +222,12 @@ def measure(kind: str, workload: str, connections: int, duration: float, cpu: in
     def ok(status: int, body: bytes) -> bool:
         return status == 200 and marker in body.replace(b": ", b":")
 
+    return make, ok
+
+
+def measure(kind: str, workload: str, connections: int, duration: float, cpu: int) -> RunResult:
+    proc, port = start(kind, cpu)
+    make, ok = workload_requests(port, workload)
     return load_then_stop(proc, port, make, connections=connections, duration=duration, ok=ok)
 
 

@@ -72,7 +72,7 @@ from aml_mcp.aml.note_store import (
     typology_column,
 )
 from aml_mcp.aml.notes import CaseNote, validate_tenant
-from aml_mcp.store.postgres import MIGRATION_LOCK, PostgresDatabase, redacted, storage_fault
+from aml_mcp.store.postgres import MIGRATION_LOCK, PostgresDatabase, redacted, storable, storage_fault
 from aml_mcp.store.sqlite import Migration
 
 _log = logging.getLogger(__name__)
@@ -136,19 +136,6 @@ _CONFIG: LiteralString = "'english'::regconfig"
 _DF_CACHE_SIZE = 50_000
 _EXPRESSION = re.compile(r'^"([^\W_]+)"(?:( OR | AND )"[^\W_]+")*$')
 _TERM = re.compile(r'"([^\W_]+)"')
-
-
-def storable(value: str) -> bool:
-    """Whether PostgreSQL `TEXT` can hold `value` as written (no U+0000, no unpaired surrogate)."""
-    if "\x00" in value:
-        return False
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def parse_expression(match: str) -> tuple[str, list[str]]:

@@ -65,7 +65,7 @@ from aml_mcp.devauth.store import (
     digest,
     new_family,
 )
-from aml_mcp.store.postgres import MIGRATION_LOCK, PostgresDatabase, redacted
+from aml_mcp.store.postgres import MIGRATION_LOCK, PostgresDatabase, redacted, storable
 
 logger = logging.getLogger(__name__)
 
@@ -153,17 +153,6 @@ MIGRATIONS: tuple[str, ...] = (
 
 class UnstorableValue(ValueError):
     """A value PostgreSQL `TEXT` cannot hold (NUL, or not encodable as UTF-8)."""
-
-
-def storable(value: str) -> bool:
-    """Whether `value` can be sent as PostgreSQL `TEXT`."""
-    if "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _checked(*values: str) -> None:

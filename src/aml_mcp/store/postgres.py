@@ -102,6 +102,21 @@ def storage_fault(exc: BaseException) -> str | None:
     return None
 
 
+def storable(value: str) -> bool:
+    """Whether PostgreSQL `TEXT` can hold `value` as written (no U+0000, no unpaired surrogate):
+    the stores check before they send, so such a value is a clear refusal or a miss, never a
+    database error in the middle of a transaction."""
+    if "\x00" in value:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class PostgresDatabase:
     """A pool of connections to one PostgreSQL database (optionally one schema of it)."""
 

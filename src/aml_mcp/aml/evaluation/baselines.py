@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aml_mcp.principal import Principal
-from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.store.postgres import PostgresDatabase, storable
 from aml_mcp.store.sqlite import Migration, SqliteDatabase
 
 COMPONENT = "aml_eval"
@@ -151,17 +151,6 @@ def _owner_bytes(value: str) -> bytes:
     return value.encode("utf-8", "surrogatepass")
 
 
-def _text_ok(value: str) -> bool:
-    """Whether `TEXT` can hold `value` (no U+0000, no unpaired surrogate)."""
-    if "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _pg_baseline(row: tuple[Any, ...]) -> Baseline:
     subject = bytes(row[2]).decode("utf-8", "surrogatepass")
     return Baseline(str(row[0]), int(row[1]), subject, str(row[3]), json.loads(row[4]))
@@ -180,7 +169,7 @@ class PostgresBaselineStore:
         self._database = database
 
     async def latest(self, tenant: str) -> Baseline | None:
-        if not _text_ok(tenant):
+        if not storable(tenant):
             return None  # no stored tenant can be it: `save` refuses such a tenant
         rows = await self._database.execute(
             f"SELECT {_PG_COLUMNS} FROM aml_eval_baselines WHERE tenant = %s "  # noqa: S608
@@ -191,7 +180,7 @@ class PostgresBaselineStore:
 
     async def save(self, principal: Principal, digest: str, figures: dict[str, Any]) -> Baseline:
         tenant = principal.tenant
-        if not _text_ok(tenant):
+        if not storable(tenant):
             raise ValueError("a tenant holding U+0000 or an unpaired surrogate cannot have baselines")
         new_id = secrets.token_urlsafe(12)
         encoded = json.dumps(figures, sort_keys=True, separators=(",", ":"))
