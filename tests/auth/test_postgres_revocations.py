@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -28,6 +30,25 @@ from tests.support.postgres import scratch_schema
 from tests.support.waiting import eventually
 
 REFRESH_SECONDS = 1.0
+
+
+@contextmanager
+def _replica(data_dir: Path, refresh_seconds: float) -> Iterator[tuple[str, str, SecuredServer]]:
+    """A replica with authentication on and its shared state in a schema of its own: (database URL,
+    schema, server)."""
+    with (
+        scratch_schema() as (url, schema),
+        TestIssuer() as issuer,
+        secured_server(
+            data_dir,
+            fixture_catalog(),
+            issuer=issuer,
+            auth=auth_settings([issuer], revocation_refresh_seconds=refresh_seconds),
+            database_url=url,
+            database_schema=schema,
+        ) as server,
+    ):
+        yield url, schema, server
 
 
 def _until_refused(server: SecuredServer, token: str, since: float, limit: float) -> float:
@@ -54,18 +75,7 @@ def _revoke_elsewhere(url: str, schema: str, jti: str) -> float:
 
 
 def test_a_notified_revocation_is_enforced_within_100_ms(tmp_path: Path) -> None:
-    with (
-        scratch_schema() as (url, schema),
-        TestIssuer() as issuer,
-        secured_server(
-            tmp_path,
-            fixture_catalog(),
-            issuer=issuer,
-            auth=auth_settings([issuer], revocation_refresh_seconds=30.0),
-            database_url=url,
-            database_schema=schema,
-        ) as server,
-    ):
+    with _replica(tmp_path, refresh_seconds=30.0) as (url, schema, server):
         delays = []
         for _ in range(7):
             jti = secrets.token_hex(8)
@@ -84,18 +94,7 @@ def test_a_notified_revocation_is_enforced_within_100_ms(tmp_path: Path) -> None
 
 
 def test_without_the_notification_the_poll_enforces_it_within_the_refresh_interval(tmp_path: Path) -> None:
-    with (
-        scratch_schema() as (url, schema),
-        TestIssuer() as issuer,
-        secured_server(
-            tmp_path,
-            fixture_catalog(),
-            issuer=issuer,
-            auth=auth_settings([issuer], revocation_refresh_seconds=REFRESH_SECONDS),
-            database_url=url,
-            database_schema=schema,
-        ) as server,
-    ):
+    with _replica(tmp_path, refresh_seconds=REFRESH_SECONDS) as (url, schema, server):
         jti = secrets.token_hex(8)
         token = server.mint(jti=jti)
         assert server.post("tools/list", token=token).status_code == 200
@@ -112,18 +111,7 @@ def test_without_the_notification_the_poll_enforces_it_within_the_refresh_interv
 def test_a_listener_reconnect_re_reads_the_list(tmp_path: Path) -> None:
     """A row that arrived with no notification (sent while the listener was away) is picked up by
     the re-read after the reconnect, long before the (here 30 s) poll."""
-    with (
-        scratch_schema() as (url, schema),
-        TestIssuer() as issuer,
-        secured_server(
-            tmp_path,
-            fixture_catalog(),
-            issuer=issuer,
-            auth=auth_settings([issuer], revocation_refresh_seconds=30.0),
-            database_url=url,
-            database_schema=schema,
-        ) as server,
-    ):
+    with _replica(tmp_path, refresh_seconds=30.0) as (url, schema, server):
         jti = secrets.token_hex(8)
         token = server.mint(jti=jti)
         assert server.post("tools/list", token=token).status_code == 200
@@ -142,18 +130,7 @@ def test_a_listener_reconnect_re_reads_the_list(tmp_path: Path) -> None:
 def test_aml_mcp_revoke_with_a_database_url_is_enforced_by_the_replicas(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with (
-        scratch_schema() as (url, schema),
-        TestIssuer() as issuer,
-        secured_server(
-            tmp_path / "replica",
-            fixture_catalog(),
-            issuer=issuer,
-            auth=auth_settings([issuer], revocation_refresh_seconds=30.0),
-            database_url=url,
-            database_schema=schema,
-        ) as server,
-    ):
+    with _replica(tmp_path / "replica", refresh_seconds=30.0) as (url, schema, server):
         jti = secrets.token_hex(8)
         token = server.mint(jti=jti)
         assert server.post("tools/list", token=token).status_code == 200
@@ -179,18 +156,7 @@ def test_aml_mcp_revoke_with_a_database_url_is_enforced_by_the_replicas(
 def test_aml_mcp_audit_tail_with_a_database_url_reads_the_shared_trail(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with (
-        scratch_schema() as (url, schema),
-        TestIssuer() as issuer,
-        secured_server(
-            tmp_path / "replica",
-            fixture_catalog(),
-            issuer=issuer,
-            auth=auth_settings([issuer]),
-            database_url=url,
-            database_schema=schema,
-        ) as server,
-    ):
+    with _replica(tmp_path / "replica", refresh_seconds=30.0) as (url, schema, server):
         marker = f"tail-{secrets.token_hex(4)}"
         assert server.post("tools/list", token=server.mint(subject=marker)).status_code == 200
         monkeypatch.setenv("AML_MCP_DATABASE_SCHEMA", schema)

@@ -540,21 +540,27 @@ class PostgresTenantNotes:
             state = self._store._state(conn, self.tenant)
         return 0 if state is None else state[1]
 
-    def iter_texts(self, batch: int = 2000) -> Iterator[list[tuple[int, str]]]:
+    def _pages(self, columns: LiteralString, batch: int) -> Iterator[list[tuple[Any, ...]]]:
+        """This bank's notes in row order, `rowid` first then `columns`, `batch` rows per page; a
+        connection per page, so a slow consumer holds none while it works."""
         last = 0
         while True:
             with self._store._connection() as conn:
                 tenant_id = self._store._tenant_id(conn, self.tenant)
                 if tenant_id is None:
                     return
-                rows = conn.execute(
-                    "SELECT rowid, text FROM aml_notes WHERE tenant_id = %s AND rowid > %s "
-                    "ORDER BY rowid LIMIT %s",
-                    (tenant_id, last, batch),
-                ).fetchall()
+                query: LiteralString = (
+                    "SELECT rowid, " + columns + " FROM aml_notes"  # noqa: S608 - columns: literals here
+                    " WHERE tenant_id = %s AND rowid > %s ORDER BY rowid LIMIT %s"
+                )
+                rows = conn.execute(query, (tenant_id, last, batch)).fetchall()
             if not rows:
                 return
             last = int(rows[-1][0])
+            yield rows
+
+    def iter_texts(self, batch: int = 2000) -> Iterator[list[tuple[int, str]]]:
+        for rows in self._pages("text", batch):
             yield [(int(r[0]), str(r[1])) for r in rows]
 
     def count(self) -> int:
@@ -710,21 +716,8 @@ class PostgresTenantNotes:
         return [str(r[0]) for r in rows]
 
     def iter_notes(self, batch: int = 2000) -> Iterator[CaseNote]:
-        last = 0
-        while True:
-            with self._store._connection() as conn:
-                tenant_id = self._store._tenant_id(conn, self.tenant)
-                if tenant_id is None:
-                    return
-                rows = conn.execute(
-                    "SELECT rowid, doc, text FROM aml_notes WHERE tenant_id = %s AND rowid > %s "
-                    "ORDER BY rowid LIMIT %s",
-                    (tenant_id, last, batch),
-                ).fetchall()
-            if not rows:
-                return
-            for rowid, doc, text in rows:
-                last = int(rowid)
+        for rows in self._pages("doc, text", batch):
+            for _, doc, text in rows:
                 yield note_from_row(doc, text)
 
     def vectors(self) -> TenantVectors | None:

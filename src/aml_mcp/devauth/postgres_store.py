@@ -45,7 +45,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -59,9 +58,9 @@ from aml_mcp.devauth.store import (
     REGISTRATION_WINDOW_SECONDS,
     DevClient,
     Grant,
-    RegistrationRefused,
     StoredCode,
     StoredRefreshToken,
+    check_registration_quota,
     digest,
     new_family,
 )
@@ -284,8 +283,6 @@ class PostgresDevStore:
             ).fetchone()
             assert row is not None
             total, now = int(row[0]), float(row[1])
-            if total >= max_total:
-                raise RegistrationRefused("total", max_total)
             recent = [
                 float(issued_at)
                 for (issued_at,) in conn.execute(
@@ -294,9 +291,9 @@ class PostgresDevStore:
                     (now - REGISTRATION_WINDOW_SECONDS, max_per_minute),
                 )
             ]
-            if len(recent) >= max_per_minute:
-                retry_after = max(1, math.ceil(recent[-1] + REGISTRATION_WINDOW_SECONDS - now))
-                raise RegistrationRefused("rate", max_per_minute, retry_after)
+            check_registration_quota(
+                total=total, recent=recent, now=now, max_total=max_total, max_per_minute=max_per_minute
+            )
             conn.execute(
                 "INSERT INTO devauth_clients (client_id, secret_sha256, metadata, issued_at, registered)"
                 " VALUES (%s, %s, %s, %s, TRUE)",

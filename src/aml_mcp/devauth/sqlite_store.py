@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import sqlite3
 import threading
 import time
@@ -27,6 +26,7 @@ from aml_mcp.devauth.store import (
     RegistrationRefused,
     StoredCode,
     StoredRefreshToken,
+    check_registration_quota,
     digest,
     new_family,
 )
@@ -155,8 +155,6 @@ class DevStore:
         now = time.time()
         with self._transaction() as conn:
             total = conn.execute("SELECT COUNT(*) FROM clients WHERE registered = 1").fetchone()[0]
-            if total >= max_total:
-                raise RegistrationRefused("total", max_total)
             recent = [
                 issued_at
                 for (issued_at,) in conn.execute(
@@ -165,9 +163,9 @@ class DevStore:
                     (now - REGISTRATION_WINDOW_SECONDS, max_per_minute),
                 )
             ]
-            if len(recent) >= max_per_minute:
-                retry_after = max(1, math.ceil(recent[-1] + REGISTRATION_WINDOW_SECONDS - now))
-                raise RegistrationRefused("rate", max_per_minute, retry_after)
+            check_registration_quota(
+                total=total, recent=recent, now=now, max_total=max_total, max_per_minute=max_per_minute
+            )
             conn.execute(
                 "INSERT INTO clients (client_id, secret_sha256, metadata, issued_at, registered)"
                 " VALUES (?, ?, ?, ?, 1)",

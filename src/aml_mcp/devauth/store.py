@@ -16,8 +16,9 @@ kept only as SHA-256 digests, so neither store holds anything a client could pre
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,6 +49,22 @@ class RegistrationRefused(Exception):
         self.kind = kind
         self.limit = limit
         self.retry_after = retry_after
+
+
+def check_registration_quota(
+    *, total: int, recent: Sequence[float], now: float, max_total: int, max_per_minute: int
+) -> None:
+    """Raise `RegistrationRefused` when one more registration would break the quota.
+
+    `total` counts the registered clients; `recent` holds the issue times (newest first, at most
+    `max_per_minute`) of those registered within `REGISTRATION_WINDOW_SECONDS` of `now`. Both
+    stores read these under their own lock and leave the rule here.
+    """
+    if total >= max_total:
+        raise RegistrationRefused("total", max_total)
+    if len(recent) >= max_per_minute:
+        retry_after = max(1, math.ceil(recent[-1] + REGISTRATION_WINDOW_SECONDS - now))
+        raise RegistrationRefused("rate", max_per_minute, retry_after)
 
 
 @dataclass(frozen=True, slots=True)
