@@ -109,6 +109,7 @@ def test_no_wait_prints_the_task_and_task_get_follows_it(server: SecuredServer, 
 
     def completed() -> dict[str, object] | None:
         got = _run(server, "task", "get", task_id)
+        assert got.returncode == 0, got.stderr
         state: dict[str, object] = json.loads(got.stdout)
         return state if state["status"] == "completed" else None
 
