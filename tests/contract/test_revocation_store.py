@@ -3,9 +3,11 @@ store's notification: sent by the committing transaction, only when something ch
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import psycopg
 import pytest
 
@@ -77,6 +79,18 @@ async def test_lift_matches_kind_issuer_and_value(store: RevocationStore) -> Non
     assert await store.lift("subject", "https://a.example", "alice")
     assert not await store.lift("subject", "https://a.example", "alice")
     assert await store.entries() == []
+
+
+async def test_a_revocation_with_an_expiry_is_dropped_by_a_later_add_once_expired(
+    store: RevocationStore,
+) -> None:
+    await store.add("jti", "https://issuer.example", "short", "replayed grant", time.time() + 0.3)
+    await store.add("jti", "https://issuer.example", "long", None, time.time() + 3_600)
+    await store.add("jti", "", "forever", None)
+    assert {e.value for e in await store.entries()} == {"short", "long", "forever"}
+    await anyio.sleep(0.4)
+    await store.add("subject", "https://issuer.example", "alice", None)
+    assert {e.value for e in await store.entries()} == {"long", "forever", "alice"}
 
 
 async def test_postgres_notifies_after_commit_and_only_on_a_change() -> None:

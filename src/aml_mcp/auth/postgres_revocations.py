@@ -30,7 +30,9 @@ MIGRATION = Migration(
             note TEXT,
             UNIQUE (kind, issuer, value)
         );
-        """
+        """,
+        # A revocation that only matters while its token could still be accepted (epoch seconds).
+        "ALTER TABLE auth_revocations ADD COLUMN expires_at DOUBLE PRECISION;",
     ],
 )
 
@@ -50,12 +52,17 @@ class PostgresRevocationStore:
         )
         return [Revocation(*row) for row in rows]
 
-    async def add(self, kind: str, issuer: str, value: str, note: str | None) -> None:
+    async def add(
+        self, kind: str, issuer: str, value: str, note: str | None, expires_at: float | None = None
+    ) -> None:
         async with self.database.transaction() as conn:
+            await conn.execute(
+                "DELETE FROM auth_revocations WHERE expires_at <= extract(epoch FROM clock_timestamp())"
+            )
             cursor = await conn.execute(
-                "INSERT INTO auth_revocations (kind, issuer, value, note) VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT (kind, issuer, value) DO NOTHING",
-                (kind, issuer, value, note),
+                "INSERT INTO auth_revocations (kind, issuer, value, note, expires_at)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (kind, issuer, value) DO NOTHING",
+                (kind, issuer, value, note, expires_at),
             )
             if cursor.rowcount:
                 await conn.execute("SELECT pg_notify(%s, '')", (self.channel,))

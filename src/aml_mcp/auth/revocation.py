@@ -91,15 +91,20 @@ class RevocationList:
             finally:
                 group.cancel_scope.cancel()
 
-    async def _add(self, kind: str, issuer: str, value: str, note: str | None) -> None:
+    async def _add(
+        self, kind: str, issuer: str, value: str, note: str | None, expires_at: float | None = None
+    ) -> None:
         if not value:
             raise ValueError("nothing to revoke: empty value")
-        await self.store.add(kind, issuer, value, note)
+        await self.store.add(kind, issuer, value, note, expires_at)
         (self._token_ids if kind == "jti" else self._subjects).add((issuer, value))
 
-    async def revoke_token(self, jti: str, *, issuer: str | None = None, note: str | None = None) -> None:
-        """Deny the token with this `jti` (from `issuer`, or from any issuer)."""
-        await self._add("jti", issuer or ANY_ISSUER, jti, note)
+    async def revoke_token(
+        self, jti: str, *, issuer: str | None = None, note: str | None = None, expires_at: float | None = None
+    ) -> None:
+        """Deny the token with this `jti` (from `issuer`, or from any issuer). With `expires_at`
+        (epoch seconds, past the token's expiry and any leeway) the entry is dropped after it."""
+        await self._add("jti", issuer or ANY_ISSUER, jti, note, expires_at)
 
     async def revoke_subject(self, issuer: str, subject: str, *, note: str | None = None) -> None:
         """Deny every token of this subject from this issuer, until lifted."""

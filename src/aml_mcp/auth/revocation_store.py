@@ -8,6 +8,7 @@ lift, list, and a cheap fingerprint that changes whenever the list does. SQLite 
 from __future__ import annotations
 
 import sqlite3
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,7 +28,10 @@ REVOCATION_MIGRATIONS: list[str] = [
         note TEXT,
         UNIQUE (kind, issuer, value)
     );
-    """
+    """,
+    # A revocation that only matters while its token could still be accepted (epoch seconds);
+    # NULL: until lifted.
+    "ALTER TABLE auth_revocations ADD COLUMN expires_at REAL;",
 ]
 """`issuer` is '' for a `jti` revoked whatever its issuer."""
 
@@ -45,8 +49,11 @@ class Revocation:
 
 
 class RevocationStore(Protocol):
-    async def add(self, kind: str, issuer: str, value: str, note: str | None) -> None:
-        """Record a revocation (idempotent: an existing one stays as it was)."""
+    async def add(
+        self, kind: str, issuer: str, value: str, note: str | None, expires_at: float | None = None
+    ) -> None:
+        """Record a revocation (idempotent: an existing one stays as it was). One with `expires_at`
+        (epoch seconds) is deleted after that time, by a later `add`: the list stays bounded."""
         ...
 
     async def lift(self, kind: str, issuer: str, value: str) -> bool:
@@ -87,11 +94,15 @@ class SqliteRevocationStore:
 
         return [Revocation(*row) for row in await self.database.read(query, limiter=self._threads)]
 
-    async def add(self, kind: str, issuer: str, value: str, note: str | None) -> None:
+    async def add(
+        self, kind: str, issuer: str, value: str, note: str | None, expires_at: float | None = None
+    ) -> None:
         def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM auth_revocations WHERE expires_at <= ?", (time.time(),))
             conn.execute(
-                "INSERT OR IGNORE INTO auth_revocations (kind, issuer, value, note) VALUES (?, ?, ?, ?)",
-                (kind, issuer, value, note),
+                "INSERT OR IGNORE INTO auth_revocations (kind, issuer, value, note, expires_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (kind, issuer, value, note, expires_at),
             )
 
         await self.database.write(insert)
