@@ -221,6 +221,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
             hierarchy=hierarchy,
             preregistered=[page_client] if settings.lab_served else [],
             shared=shared,
+            token_leeway_seconds=settings.auth.leeway_seconds,
         )
         local_issuers.append(LocalIssuer(dev.issuer, dev.fetch_jwks))
         components.append(dev)
@@ -236,6 +237,9 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         revocation_store=PostgresRevocationStore(shared) if shared is not None else None,
     )
     components.append(auth)
+    if dev is not None:
+        # Access tokens of a grant family a replay revoked are refused through this shared list.
+        dev.revoke_into(auth.revocations)
     if shared is not None:
         # A revocation committed by any process is re-read here at once, and after every reconnect
         # (notifications sent while the listener was away are lost; the periodic poll stays the bound).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from aml_mcp.devauth.login_limits import LoginLimits, address_key, user_key
 from aml_mcp.devauth.postgres_store import DevAuthDatabase, PostgresDevStore, UnstorableValue
 from aml_mcp.devauth.sqlite_store import DevStore
 from aml_mcp.devauth.store import (
@@ -381,6 +383,179 @@ def test_a_refresh_token_without_a_family_starts_its_own(place: Place) -> None:
     assert found is not None and found.family
 
 
+# --- access tokens of grant families ---------------------------------------------------------------
+
+
+def _later(seconds: float = 3_600) -> float:
+    return time.time() + seconds
+
+
+def _revoked_jtis(store: DevAuthStore) -> set[str]:
+    return {token.jti for token in store.revoked_access_tokens(1_000)}
+
+
+def test_a_replayed_code_revokes_the_access_tokens_of_its_family_on_every_process(place: Place) -> None:
+    family, other = new_family(), new_family()
+    a, b = place.open_store(), place.open_store()
+    a.put_code("the-code", _code(family))
+    assert a.redeem_code(digest("the-code"))
+    assert a.remember_access_token("jti-1", family, _later())
+    assert b.remember_access_token("jti-2", family, _later())
+    assert a.remember_access_token("jti-other", other, _later())
+    assert _revoked_jtis(a) == set()  # nothing revoked yet: nothing to publish
+    assert b.code("the-code", "client-1") is None  # the replay, on the other process
+    revoked = a.revoked_access_tokens(1_000)
+    assert {token.jti for token in revoked} == {"jti-1", "jti-2"}
+    assert all(token.keep_until > time.time() + 3_000 for token in revoked)
+    # Published (by either process): gone from the outbox for both.
+    b.forget_access_tokens(["jti-1", "jti-2"])
+    assert _revoked_jtis(a) == set()
+
+
+def test_an_access_token_minted_into_a_revoked_family_is_born_revoked(place: Place) -> None:
+    family = new_family()
+    store = place.open_store()
+    store.put_code("the-code", _code(family))
+    assert store.redeem_code(digest("the-code"))
+    assert not place.open_store().redeem_code(digest("the-code"))  # second redemption revokes
+    assert not store.remember_access_token("late-jti", family, _later())
+    assert _revoked_jtis(place.open_store()) == {"late-jti"}
+
+
+def test_a_reused_refresh_token_revokes_the_family_access_tokens(place: Place) -> None:
+    family = new_family()
+    store = place.open_store()
+    assert store.put_refresh_token("refresh-1", _grant(family), 3_600)
+    assert store.redeem_refresh_token(digest("refresh-1"))
+    assert store.remember_access_token("jti-1", family, _later())
+    assert place.open_store().refresh_token("refresh-1") is None  # reuse
+    assert _revoked_jtis(store) == {"jti-1"}
+
+
+def test_access_tokens_past_their_keep_until_are_neither_listed_nor_kept(place: Place) -> None:
+    family = new_family()
+    store = place.open_store()
+    store.put_code("the-code", _code(family))
+    assert store.redeem_code(digest("the-code"))
+    assert store.remember_access_token("expired", family, time.time() - 1)
+    assert store.remember_access_token("live", family, _later())
+    assert store.code("the-code", "client-1") is None
+    assert _revoked_jtis(store) == {"live"}
+
+
+def test_the_outbox_is_read_in_batches(place: Place) -> None:
+    family = new_family()
+    store = place.open_store()
+    for number in range(5):
+        store.remember_access_token(f"jti-{number}", family, _later(number + 100))
+    store.put_code("the-code", _code(family))
+    assert store.redeem_code(digest("the-code")) and not store.redeem_code(digest("the-code"))
+    first = store.revoked_access_tokens(2)
+    assert [token.jti for token in first] == ["jti-0", "jti-1"]  # soonest to expire first
+    store.forget_access_tokens([token.jti for token in first])
+    assert _revoked_jtis(store) == {"jti-2", "jti-3", "jti-4"}
+
+
+# --- sign-in attempts ------------------------------------------------------------------------------
+
+STRICT = LoginLimits(
+    max_failures_per_user=3, max_failures_per_address=5, backoff_base_seconds=60, backoff_max_seconds=600
+)
+
+
+def test_a_user_is_backed_off_after_its_attempts_on_every_process(place: Place) -> None:
+    a, b = place.open_store(), place.open_store()
+    keys = [address_key("10.0.0.1"), user_key("carol")]
+    for store in (a, b, a):
+        assert store.admit_login(keys, STRICT) == 0
+    wait = b.admit_login([address_key("10.0.0.2"), user_key("carol")], STRICT)
+    assert 55 < wait <= 60  # another address: the user's count still holds
+    assert a.admit_login([address_key("10.0.0.2"), user_key("dave")], STRICT) == 0
+
+
+def test_a_refused_attempt_counts_nothing(place: Place) -> None:
+    store = place.open_store()
+    for _ in range(3):
+        assert store.admit_login([user_key("carol")], STRICT) == 0
+    for _ in range(10):
+        assert store.admit_login([address_key("10.0.0.1"), user_key("carol")], STRICT) > 0
+    # The address took part only in refused attempts: it has all five of its own left.
+    for _ in range(5):
+        assert store.admit_login([address_key("10.0.0.1")], STRICT) == 0
+    assert store.admit_login([address_key("10.0.0.1")], STRICT) > 0
+
+
+def test_the_backoff_doubles_with_each_further_failure_up_to_its_cap(place: Place) -> None:
+    limits = LoginLimits(
+        max_failures_per_user=2, backoff_base_seconds=0.4, backoff_max_seconds=1.0, memory_seconds=60
+    )
+    store = place.open_store()
+    key = [user_key("carol")]
+    assert store.admit_login(key, limits) == 0 and store.admit_login(key, limits) == 0
+    waits: list[float] = []
+    for _ in range(3):
+        wait = store.admit_login(key, limits)
+        assert wait > 0
+        waits.append(wait)
+        time.sleep(wait + 0.05)
+        assert store.admit_login(key, limits) == 0  # the attempt after the backoff counts again
+    assert 0.2 < waits[0] <= 0.4 and 0.6 < waits[1] <= 0.8 and 0.8 < waits[2] <= 1.0
+
+
+def test_a_successful_sign_in_resets_the_user_and_does_not_count_for_the_address(place: Place) -> None:
+    store = place.open_store()
+    user, address = user_key("carol"), address_key("10.0.0.1")
+    for _ in range(2):
+        assert store.admit_login([address, user], STRICT) == 0
+    for _ in range(10):  # ten good sign-ins from one address
+        assert store.admit_login([address, user], STRICT) == 0
+        place.open_store().login_succeeded(reset=[user], uncount=[address])
+    for _ in range(3):
+        assert store.admit_login([address, user], STRICT) == 0
+    assert store.admit_login([address, user], STRICT) > 0  # the user's three, from zero
+    # The address counted its 2 + 3 failures only: one more is refused.
+    assert store.admit_login([address], STRICT) > 0
+
+
+def test_concurrent_attempts_from_two_processes_get_exactly_the_allowed_ones(place: Place) -> None:
+    stores = [place.open_store(), place.open_store()]
+    barrier = threading.Barrier(RACERS * 2)
+
+    def attempt(number: int) -> bool:
+        barrier.wait()
+        return (
+            stores[number % 2].admit_login([address_key(f"10.0.0.{number}"), user_key("carol")], STRICT) == 0
+        )
+
+    with ThreadPoolExecutor(max_workers=RACERS * 2) as pool:
+        admitted = list(pool.map(attempt, range(RACERS * 2)))
+    assert admitted.count(True) == STRICT.max_failures_per_user
+
+
+def test_an_old_entry_is_forgotten(place: Place) -> None:
+    limits = LoginLimits(
+        max_failures_per_user=1, backoff_base_seconds=0.3, backoff_max_seconds=0.3, memory_seconds=0.3
+    )
+    store = place.open_store()
+    assert store.admit_login([user_key("carol")], limits) == 0
+    assert store.admit_login([user_key("carol")], limits) > 0
+    time.sleep(0.35)
+    assert store.admit_login([user_key("carol")], limits) == 0  # counting afresh
+    assert store.admit_login([user_key("carol")], limits) > 0
+
+
+def test_the_limiter_keeps_at_most_its_entries_the_newest(place: Place) -> None:
+    limits = LoginLimits(max_failures_per_address=1, backoff_base_seconds=60, max_entries=3)
+    store = place.open_store()
+    assert store.admit_login([address_key("10.0.0.1")], limits) == 0
+    assert store.admit_login([address_key("10.0.0.1")], limits) > 0
+    for number in range(2, 5):  # three newer addresses push the first one out
+        time.sleep(0.01)
+        assert store.admit_login([address_key(f"10.0.0.{number}")], limits) == 0
+    assert store.admit_login([address_key("10.0.0.4")], limits) > 0  # kept: still backed off
+    assert store.admit_login([address_key("10.0.0.1")], limits) == 0  # forgotten
+
+
 # --- PostgreSQL only -------------------------------------------------------------------------------
 
 
@@ -406,6 +581,8 @@ def test_postgres_tables_are_not_readable_by_public() -> None:
                 "devauth_codes",
                 "devauth_refresh_tokens",
                 "devauth_signing_keys",
+                "devauth_access_tokens",
+                "devauth_login_attempts",
             ):
                 row = conn.execute(
                     "SELECT has_table_privilege('public', %s, 'SELECT')", (f"{schema}.{table}",)

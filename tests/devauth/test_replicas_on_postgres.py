@@ -4,8 +4,10 @@ Each replica is the whole app on a real socket of its own, with a data directory
 the public URL of the load balancer that would sit in front of both (so the same issuer and
 audience): the only thing they share is the database. A client registered on A logs in through a
 page served by A and posted to B, redeems its code on B, calls A with the token B issued; a refresh
-token rotated on A and replayed on B revokes the whole grant. `aml-mcp token` and `aml-mcp devauth`
-with `--database-url` act for every replica.
+token rotated on A and replayed on B revokes the whole grant, access tokens included, on both
+replicas at once (their revocation lists are re-read on the database's notification: the periodic
+re-read is set far beyond the one second the tests allow); password attempts are counted for
+both. `aml-mcp token` and `aml-mcp devauth` with `--database-url` act for every replica.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import shlex
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +32,7 @@ from aml_mcp.devauth.wiring import SERVICE_CLIENT_ID
 from tests.support.dev_issuer import REDIRECT, pkce, probe_catalog
 from tests.support.oauth import SecuredServer, auth_settings, consent_form, secured_server
 from tests.support.postgres import scratch_schema
+from tests.support.waiting import eventually
 
 PUBLIC_URL = "http://127.0.0.1:9/mcp"
 """The load balancer's URL both replicas are configured with (nothing listens there)."""
@@ -44,8 +48,15 @@ class Pair:
     schema: str
 
 
+REVOCATION_POLL_SECONDS = 30.0
+"""Each replica's periodic re-read of the revocation list: far beyond what the tests wait, so a
+revocation reaches the other replica by the database's notification or not at all."""
+
+
 def _replica(data_dir: Path, url: str, schema: str) -> Any:
-    auth = auth_settings(dev=True).model_copy(update={"dev": DevAuthSettings(enabled=True)})
+    auth = auth_settings(dev=True, revocation_refresh_seconds=REVOCATION_POLL_SECONDS).model_copy(
+        update={"dev": DevAuthSettings(enabled=True)}
+    )
     return secured_server(
         data_dir,
         probe_catalog(),
@@ -86,10 +97,8 @@ def _register(server: SecuredServer) -> str:
     return str(answer.json()["client_id"])
 
 
-def _code_across(page_from: SecuredServer, post_to: SecuredServer, client_id: str) -> tuple[str, str]:
-    """(code, verifier): the login page served by one replica, the consent posted to the other."""
-    verifier, challenge = pkce()
-    query = urlencode(
+def _authorize_query(client_id: str, challenge: str) -> str:
+    return urlencode(
         {
             "response_type": "code",
             "client_id": client_id,
@@ -100,6 +109,12 @@ def _code_across(page_from: SecuredServer, post_to: SecuredServer, client_id: st
             "code_challenge_method": "S256",
         }
     )
+
+
+def _code_across(page_from: SecuredServer, post_to: SecuredServer, client_id: str) -> tuple[str, str]:
+    """(code, verifier): the login page served by one replica, the consent posted to the other."""
+    verifier, challenge = pkce()
+    query = _authorize_query(client_id, challenge)
     page = page_from.http.get(f"/oauth/authorize?{query}")
     assert page.status_code == 200, page.text
     answer = post_to.http.post(
@@ -173,6 +188,95 @@ def test_a_refresh_token_rotated_on_a_and_replayed_on_b_revokes_the_family(pair:
     for server in (pair.a, pair.b):
         after = _refresh(server, client_id, successor)
         assert after.status_code == 400 and after.json()["error"] == "invalid_grant"
+
+
+def _refused_on_both_within_a_second(pair: Pair, token: str) -> None:
+    for server in (pair.a, pair.b):
+
+        def refused(server: SecuredServer = server) -> bool:
+            return server.post("tools/call", PROBE, token=token).status_code == 401
+
+        eventually(refused, timeout=1.0, what=f"the access token to be refused on {server.url}")
+
+
+def test_a_code_replayed_on_b_revokes_the_access_token_on_both_replicas_at_once(pair: Pair) -> None:
+    client_id = _register(pair.a)
+    code, verifier = _code_across(pair.a, pair.a, client_id)
+    granted = _redeem(pair.a, client_id, code, verifier)
+    assert granted.status_code == 200, granted.text
+    access = granted.json()["access_token"]
+    for server in (pair.a, pair.b):
+        assert server.post("tools/call", PROBE, token=access).status_code == 200
+    replayed = _redeem(pair.b, client_id, code, verifier)
+    assert replayed.status_code == 400 and replayed.json()["error"] == "invalid_grant"
+    _refused_on_both_within_a_second(pair, access)
+
+
+def test_a_refresh_token_reused_on_b_revokes_every_access_token_of_the_family_on_both(pair: Pair) -> None:
+    client_id = _register(pair.b)
+    code, verifier = _code_across(pair.b, pair.a, client_id)
+    first = _redeem(pair.a, client_id, code, verifier).json()
+    rotated = _refresh(pair.a, client_id, first["refresh_token"])
+    assert rotated.status_code == 200, rotated.text
+    second = rotated.json()["access_token"]
+    assert pair.b.post("tools/call", PROBE, token=second).status_code == 200
+    assert _refresh(pair.b, client_id, first["refresh_token"]).status_code == 400
+    for token in (first["access_token"], second):
+        _refused_on_both_within_a_second(pair, token)
+
+
+def test_the_review_race_one_code_redeemed_by_many_at_once_leaves_no_usable_token(pair: Pair) -> None:
+    """The review's probe: 16 redemptions of one code raced over both replicas. One wins, the
+    others are replays: whether they land before or after the winner mints its token, that token
+    is refused on both replicas within a second."""
+    client_id = _register(pair.a)
+    code, verifier = _code_across(pair.a, pair.b, client_id)
+    barrier = threading.Barrier(16)
+    answers: list[httpx.Response] = []
+
+    def redeem(server: SecuredServer) -> None:
+        with httpx.Client(base_url=server.url, timeout=15) as http:
+            barrier.wait()
+            answer = http.post(
+                "/oauth/token",
+                data={
+                    "grant_type": "authorization_code",
+                    "code": code,
+                    "redirect_uri": REDIRECT,
+                    "client_id": client_id,
+                    "code_verifier": verifier,
+                },
+            )
+        answers.append(answer)
+
+    threads = [threading.Thread(target=redeem, args=((pair.a, pair.b)[n % 2],)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    won = [answer for answer in answers if answer.status_code == 200]
+    assert len(won) == 1, [answer.status_code for answer in answers]
+    assert sorted({answer.status_code for answer in answers}) == [200, 400]
+    _refused_on_both_within_a_second(pair, won[0].json()["access_token"])
+
+
+def test_password_attempts_are_counted_across_replicas(pair: Pair) -> None:
+    _, challenge = pkce()
+    query = _authorize_query("aml-mcp-cli", challenge)
+    page = pair.a.http.get(f"/oauth/authorize?{query}")
+    assert page.status_code == 200
+    servers = (pair.a, pair.b)
+    statuses = [
+        servers[n % 2]
+        .http.post(f"/oauth/authorize?{query}", data=consent_form(page.text, "erin", f"wrong{n}", "approve"))
+        .status_code
+        for n in range(6)
+    ]
+    assert statuses == [401] * 5 + [429], statuses
+    right = pair.a.http.post(
+        f"/oauth/authorize?{query}", data=consent_form(page.text, "erin", None, "approve")
+    )
+    assert right.status_code == 429 and int(right.headers["retry-after"]) >= 1
 
 
 def test_the_token_command_with_the_database_mints_a_token_every_replica_accepts(

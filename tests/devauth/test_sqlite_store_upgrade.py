@@ -10,7 +10,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from aml_mcp.devauth.sqlite_store import DevStore, Grant, digest
+from aml_mcp.devauth.sqlite_store import _MIGRATIONS, DevStore, Grant, digest
 
 _FIRST_LAYOUT = """
 CREATE TABLE clients (client_id TEXT PRIMARY KEY, secret_sha256 TEXT, metadata TEXT NOT NULL,
@@ -62,5 +62,5 @@ def test_an_old_store_upgrades_in_place(tmp_path: Path) -> None:
     # Opening it again applies nothing twice.
     DevStore(path).close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
     conn.close()

@@ -433,6 +433,7 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         refresh_token_ttl: int,
         documents: ClientMetadataDocuments | None = None,
         registration_limits: RegistrationLimits | None = None,
+        revocation_margin_seconds: int = 90,
     ) -> None:
         super().__init__(scopes_supported=list(scopes_supported))
         self.issuer = issuer
@@ -444,6 +445,9 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.refresh_token_ttl = refresh_token_ttl
         self.documents = documents
         self.registration_limits = registration_limits or RegistrationLimits()
+        self.revocation_margin_seconds = revocation_margin_seconds
+        """How long after its expiry an access token may still be accepted (the verifier's leeway,
+        plus clock slack): a revocation of it must last that long."""
         self.register_grant(DevAuthorizationCodeGrant, [S256Only(required=True)])
         self.register_grant(DevRefreshTokenGrant)
         self.register_grant(DevClientCredentialsGrant)
@@ -534,6 +538,12 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
             audience=user.resource,
             ttl_seconds=ttl,
         )
+        if user.family:
+            # Remembered with its family, so a replay that revokes the family revokes this token
+            # too; if a replay revoked it meanwhile, the token is born revoked (and published
+            # before this answer is sent).
+            keep_until = float(minted.claims["exp"]) + self.revocation_margin_seconds
+            self.store.remember_access_token(minted.jti, user.family, keep_until)
         token: dict[str, Any] = {
             "token_type": "Bearer",
             "access_token": minted.token,

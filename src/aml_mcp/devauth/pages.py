@@ -4,12 +4,18 @@ It shows which client asks, where the browser will be sent back (the redirect ho
 security considerations require), which resource the token will be for and which scopes, and
 lists the demo accounts. The original authorization request rides along in hidden fields, bound
 to this server by an HMAC so another site cannot post a consent on the user's behalf.
+
+Every page is sent with `page_headers()`: no other site may frame it (a framed consent page is a
+clickjacking target: the user's click on "Approve" lands in someone else's page), it loads nothing
+but its one inline style (allowed by its hash; no script at all), and no `Referer` leaves it.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from urllib.parse import urlsplit
@@ -22,6 +28,38 @@ _STYLE = (
     "td,th{padding:.2rem .6rem;text-align:left;border-bottom:1px solid #ddd}"
     ".warn{color:#8a4b00}button{margin-right:.5rem;padding:.4rem 1rem}"
 )
+
+
+_STYLE_SOURCE = "'sha256-" + base64.b64encode(hashlib.sha256(_STYLE.encode()).digest()).decode() + "'"
+"""The CSP source that allows exactly the pages' inline style element."""
+
+_CSP_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?")
+"""An origin a CSP source expression can name (IPv6 literals cannot be written in one)."""
+
+
+def page_headers(redirect_uri: str | None = None) -> dict[str, str]:
+    """The security headers of every page (and answer) the issuer sends.
+
+    `form-action` governs where the consent form may be submitted *and where the answer to that
+    submission may redirect* (browsers check redirects after a form post against it): the consent
+    page therefore names the client's redirect URI's origin besides its own. When that origin
+    cannot be written as a CSP source (an IPv6 loopback literal), the page leaves `form-action` out
+    rather than strand the user: the form itself only ever posts to this page.
+    """
+    form_action = " form-action 'self';"
+    if redirect_uri is not None:
+        parts = urlsplit(redirect_uri)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        form_action = f" form-action 'self' {origin};" if _CSP_ORIGIN.fullmatch(origin) else ""
+    return {
+        "Content-Security-Policy": (
+            f"default-src 'none'; style-src {_STYLE_SOURCE}; base-uri 'none';{form_action}"
+            " frame-ancestors 'none'"
+        ),
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+    }
 
 
 def form_signature(secret: bytes, fields: Iterable[tuple[str, str]]) -> str:
@@ -66,6 +104,7 @@ def consent_page(
     signature: str,
     users: Iterable[DemoUser],
     failed_login: bool = False,
+    retry_after: int | None = None,
 ) -> str:
     redirect_host = urlsplit(redirect_uri).hostname or redirect_uri
     hidden = "".join(
@@ -82,6 +121,11 @@ def consent_page(
         else ""
     )
     failure = "<p class='warn'>Unknown user or wrong password.</p>" if failed_login else ""
+    if retry_after is not None:
+        failure = (
+            f"<p class='warn'>Too many sign-in attempts: try again in {retry_after} seconds. "
+            "The password was not checked.</p>"
+        )
     body = (
         f"<p><b>{escape(client_name)}</b> (<code>{escape(client_id)}</code>) asks for access.</p>"
         f"<p>Scopes requested: <code>{escape(scope or '(none: the account default)')}</code><br>"

@@ -25,7 +25,9 @@ worker thread blocks nobody else. Count these connections in the connection budg
   rotation on another could each miss the other's uncommitted row and leave a live token in a
   revoked family;
 - a registration counts the quota and inserts under a transaction-scoped advisory lock, so
-  registrations on all replicas together stay within it.
+  registrations on all replicas together stay within it;
+- a sign-in attempt checks its backoff and counts itself under one advisory lock, so guesses sent
+  to every replica at once are counted one after the other (the limiter's counts are shared).
 
 **Time** is the database's (`devauth_now()`, the epoch seconds of `clock_timestamp()`), so
 replicas whose clocks differ agree on when a code or refresh token expires.
@@ -46,18 +48,20 @@ import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from aml_mcp.devauth.login_limits import LoginLimits
 from aml_mcp.devauth.store import (
     CODE_TTL_SECONDS,
     REGISTRATION_WINDOW_SECONDS,
     DevClient,
     Grant,
+    RevokedAccessToken,
     StoredCode,
     StoredRefreshToken,
     check_registration_quota,
@@ -82,6 +86,9 @@ REGISTRATION_LOCK = 0x616D6C2D6D637003
 
 FAMILY_LOCK_CLASS = 0x616D6C03
 """First key of the two-key advisory lock on one grant family (the second is the family's hash)."""
+
+LOGIN_LOCK = 0x616D6C2D6D637004
+"""Advisory lock key held while a sign-in attempt checks its backoff and is counted."""
 
 _ADD_CLIENT = (
     "INSERT INTO devauth_clients (client_id, secret_sha256, metadata, issued_at)"
@@ -145,6 +152,26 @@ MIGRATIONS: tuple[str, ...] = (
     );
     REVOKE ALL ON devauth_clients, devauth_codes, devauth_refresh_tokens, devauth_revoked_families,
         devauth_signing_keys FROM PUBLIC;
+    """,
+    # The access tokens minted for each grant family while they live (a replay revokes them too;
+    # `revoked` rows are the outbox to the resource server's revocation list), and the sign-in
+    # limiter's counts.
+    """
+    CREATE TABLE devauth_access_tokens (
+        jti TEXT PRIMARY KEY,
+        family TEXT NOT NULL,
+        keep_until DOUBLE PRECISION NOT NULL,
+        revoked BOOLEAN NOT NULL DEFAULT FALSE
+    );
+    CREATE INDEX devauth_access_tokens_by_family ON devauth_access_tokens (family);
+    CREATE INDEX devauth_access_tokens_revoked ON devauth_access_tokens (keep_until) WHERE revoked;
+    CREATE TABLE devauth_login_attempts (
+        key TEXT PRIMARY KEY,
+        failures INTEGER NOT NULL,
+        last_attempt DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX devauth_login_attempts_by_time ON devauth_login_attempts (last_attempt);
+    REVOKE ALL ON devauth_access_tokens, devauth_login_attempts FROM PUBLIC;
     """,
 )
 """The tables, append-only (recorded per step in `schema_migrations` under `COMPONENT`)."""
@@ -322,7 +349,8 @@ class PostgresDevStore:
         )
         conn.execute("UPDATE devauth_refresh_tokens SET revoked = TRUE WHERE family = %s", (family,))
         conn.execute("UPDATE devauth_codes SET used = TRUE WHERE family = %s", (family,))
-        logger.warning("%s: revoked every refresh token of that grant (client %s)", reason, client_id)
+        conn.execute("UPDATE devauth_access_tokens SET revoked = TRUE WHERE family = %s", (family,))
+        logger.warning("%s: revoked every token of that grant (client %s)", reason, client_id)
 
     def _forget_old(self) -> None:
         """Delete what expired, each statement its own transaction and skipping rows another
@@ -343,6 +371,10 @@ class PostgresDevStore:
                 "DELETE FROM devauth_revoked_families WHERE family IN (SELECT family FROM"
                 " devauth_revoked_families WHERE revoked_at <= devauth_now() - %s FOR UPDATE SKIP LOCKED)",
                 (self.replay_memory_seconds,),
+            )
+            conn.execute(
+                "DELETE FROM devauth_access_tokens WHERE jti IN (SELECT jti FROM devauth_access_tokens"
+                " WHERE keep_until <= devauth_now() FOR UPDATE SKIP LOCKED)"
             )
 
     # --- authorization codes ---
@@ -505,6 +537,82 @@ class PostgresDevStore:
             if revoked is not None and revoked[0]:
                 self._revoke_family(conn, row[0], row[1], "refresh token redeemed twice")
             return False
+
+    # --- access tokens of grant families ---
+    def remember_access_token(self, jti: str, family: str, keep_until: float) -> bool:
+        _checked(jti, family)
+        self._forget_old()
+        with self.database.transaction() as conn:
+            _lock_family(conn, family)
+            row = conn.execute(
+                "INSERT INTO devauth_access_tokens (jti, family, keep_until, revoked) VALUES (%s, %s, %s,"
+                " EXISTS (SELECT 1 FROM devauth_revoked_families WHERE family = %s)) RETURNING revoked",
+                (jti, family, keep_until, family),
+            ).fetchone()
+        assert row is not None
+        return not row[0]
+
+    def revoked_access_tokens(self, limit: int) -> list[RevokedAccessToken]:
+        with self.database.connection() as conn:
+            rows = conn.execute(
+                "SELECT jti, keep_until FROM devauth_access_tokens WHERE revoked"
+                " AND keep_until > devauth_now() ORDER BY keep_until LIMIT %s",
+                (limit,),
+            ).fetchall()
+        return [RevokedAccessToken(str(jti), float(keep_until)) for jti, keep_until in rows]
+
+    def forget_access_tokens(self, jtis: Sequence[str]) -> None:
+        if not jtis:
+            return
+        with self.database.transaction() as conn:
+            conn.execute("DELETE FROM devauth_access_tokens WHERE jti = ANY(%s)", (list(jtis),))
+
+    # --- sign-in attempts ---
+    def admit_login(self, keys: Sequence[str], limits: LoginLimits) -> float:
+        _checked(*keys)
+        with self.database.transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOGIN_LOCK,))
+            now_row = conn.execute("SELECT devauth_now()").fetchone()
+            assert now_row is not None
+            now = float(now_row[0])
+            counted: dict[str, tuple[int, float]] = {}
+            for key, failures, last_attempt in conn.execute(
+                "SELECT key, failures, last_attempt FROM devauth_login_attempts WHERE key = ANY(%s)",
+                (list(keys),),
+            ):
+                if not limits.forgotten(float(last_attempt), now):
+                    counted[str(key)] = (int(failures), float(last_attempt))
+            wait = max((limits.wait_seconds(key, *counted[key], now) for key in counted), default=0.0)
+            if wait > 0:
+                return wait
+            for key in keys:
+                conn.execute(
+                    "INSERT INTO devauth_login_attempts (key, failures, last_attempt) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (key) DO UPDATE SET failures = EXCLUDED.failures,"
+                    " last_attempt = EXCLUDED.last_attempt",
+                    (key, counted.get(key, (0, now))[0] + 1, now),
+                )
+            conn.execute(
+                "DELETE FROM devauth_login_attempts WHERE last_attempt <= %s", (now - limits.memory_seconds,)
+            )
+            if len(counted) < len(keys):  # a new entry: keep at most `max_entries`, the newest
+                conn.execute(
+                    "DELETE FROM devauth_login_attempts WHERE key IN (SELECT key FROM devauth_login_attempts"
+                    " ORDER BY last_attempt DESC OFFSET %s)",
+                    (limits.max_entries,),
+                )
+        return 0.0
+
+    def login_succeeded(self, *, reset: Sequence[str], uncount: Sequence[str]) -> None:
+        _checked(*reset, *uncount)
+        with self.database.transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOGIN_LOCK,))
+            conn.execute("DELETE FROM devauth_login_attempts WHERE key = ANY(%s)", (list(reset),))
+            conn.execute(
+                "UPDATE devauth_login_attempts SET failures = failures - 1"
+                " WHERE key = ANY(%s) AND failures > 0",
+                (list(uncount),),
+            )
 
 
 class PostgresKeyStorage:

@@ -8,6 +8,13 @@ a 503 with `Retry-After`, never a 500 nor a client error. Every redirect back to
 errors included. Before the user has acted, errors are sent back automatically only to loopback
 redirect URIs; anyone can register an https one, so there the user sees the error and a link instead
 of being forwarded (no open redirector, RFC 9700 §4.11.2).
+
+Every answer carries the pages' security headers (`pages.page_headers`: not framable, no script,
+no `Referer`). Password attempts on the sign-in page are counted per user and per client address in
+the store (`login_limits`); one made during a backoff is answered 429 with `Retry-After` before the
+password is compared. After each token request, the access tokens of any grant family a replay
+revoked are handed to the resource server's revocation list before the answer goes out
+(`revocations.FamilyRevocations`).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -37,14 +44,17 @@ from aml_mcp.devauth.authorization_server import (
 )
 from aml_mcp.devauth.client_metadata import is_document_url
 from aml_mcp.devauth.keys import DevSigningKeys
+from aml_mcp.devauth.login_limits import LoginLimits, address_key, retry_after, user_key
 from aml_mcp.devauth.pages import (
     consent_page,
     error_page,
     form_signature,
+    page_headers,
     redirect_offer_page,
     request_fields,
 )
 from aml_mcp.devauth.redirects import redirects_without_asking
+from aml_mcp.devauth.revocations import FamilyRevocations
 from aml_mcp.devauth.store import DevClient
 from aml_mcp.devauth.users import UserDirectory
 from aml_mcp.store.postgres import storage_fault
@@ -63,6 +73,22 @@ AUTHORIZE_PARAMS = (
     "prompt",
 )
 _NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+_PAGE_HEADERS = page_headers()
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _hardened(endpoint: Endpoint) -> Endpoint:
+    """`endpoint` with the pages' security headers on every answer (headers it set itself win: the
+    consent page's `form-action` names its client's redirect origin)."""
+
+    async def hardened(request: Request) -> Response:
+        response = await endpoint(request)
+        for name, value in _PAGE_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    return hardened
 
 
 def _lists(values: ImmutableMultiDict[str, Any]) -> dict[str, list[str]]:
@@ -130,6 +156,8 @@ class DevAuthRoutes:
         form_secret: bytes,
         mount_path: str,
         max_body_bytes: int = 65_536,
+        login_limits: LoginLimits | None = None,
+        revocations: FamilyRevocations | None = None,
     ) -> None:
         self.server = server
         self.users = users
@@ -137,19 +165,21 @@ class DevAuthRoutes:
         self.form_secret = form_secret
         self.mount_path = mount_path
         self.max_body_bytes = max_body_bytes
+        self.login_limits = login_limits or LoginLimits()
+        self.revocations = revocations
         issuer = urlsplit(server.issuer)
         self._origin = (issuer.scheme, issuer.netloc)
 
     def routes(self) -> list[Route]:
         path = self.mount_path
-        metadata = Route(f"/.well-known/oauth-authorization-server{path}", self.metadata, methods=["GET"])
+        metadata = _hardened(self.metadata)
         return [
-            metadata,
-            Route(f"{path}/.well-known/oauth-authorization-server", self.metadata, methods=["GET"]),
-            Route(f"{path}/authorize", self.authorize, methods=["GET", "POST"]),
-            Route(f"{path}/token", self.token, methods=["POST"]),
-            Route(f"{path}/register", self.register, methods=["POST"]),
-            Route(f"{path}/jwks.json", self.jwks, methods=["GET"]),
+            Route(f"/.well-known/oauth-authorization-server{path}", metadata, methods=["GET"]),
+            Route(f"{path}/.well-known/oauth-authorization-server", metadata, methods=["GET"]),
+            Route(f"{path}/authorize", _hardened(self.authorize), methods=["GET", "POST"]),
+            Route(f"{path}/token", _hardened(self.token), methods=["POST"]),
+            Route(f"{path}/register", _hardened(self.register), methods=["POST"]),
+            Route(f"{path}/jwks.json", _hardened(self.jwks), methods=["GET"]),
         ]
 
     def _uri(self, request: Request) -> str:
@@ -272,7 +302,12 @@ class DevAuthRoutes:
         )
 
     def _consent(
-        self, oauth_request: DevOAuth2Request, values: Mapping[str, Sequence[str]], *, failed: bool = False
+        self,
+        oauth_request: DevOAuth2Request,
+        values: Mapping[str, Sequence[str]],
+        *,
+        failed: bool = False,
+        backed_off: int | None = None,
     ) -> Response:
         grant = self.server.get_consent_grant(oauth_request)
         try:
@@ -292,8 +327,12 @@ class DevAuthRoutes:
             signature=form_signature(self.form_secret, fields),
             users=self.users,
             failed_login=failed,
+            retry_after=backed_off,
         )
-        return HTMLResponse(html, status_code=401 if failed else 200, headers=_NO_STORE)
+        headers = {**_NO_STORE, **page_headers(grant.redirect_uri)}
+        if backed_off is not None:
+            return HTMLResponse(html, status_code=429, headers={**headers, "Retry-After": str(backed_off)})
+        return HTMLResponse(html, status_code=401 if failed else 200, headers=headers)
 
     async def authorize(self, request: Request) -> Response:
         if request.method == "GET":
@@ -321,6 +360,7 @@ class DevAuthRoutes:
             return unread.response
 
     async def _decide(self, request: Request) -> Response:
+        address = request.client.host if request.client is not None else "unknown"
         form = await self._form(request)
         fields = request_fields(form, AUTHORIZE_PARAMS)
         presented = (form.get("consent_mac") or [""])[0]
@@ -358,9 +398,16 @@ class DevAuthRoutes:
                         oauth_request, grant_user=None, grant=grant
                     )
                     return self._with_issuer(result)
+                keys = [address_key(address)]
+                if self.users.get(username) is not None:  # only users that exist: few keys
+                    keys.append(user_key(username))
+                wait = self.server.store.admit_login(keys, self.login_limits)
+                if wait > 0:  # backed off: refused before the password is compared
+                    return self._consent(oauth_request, values, backed_off=retry_after(wait))
                 user = self.users.authenticate(username, password)
                 if user is None:
                     return self._consent(oauth_request, values, failed=True)
+                self.server.store.login_succeeded(reset=[user_key(username)], uncount=[address_key(address)])
                 consent = Consent(
                     user=user,
                     scope=self.server.granted_scope(user, oauth_request.payload.scope),
@@ -389,6 +436,18 @@ class DevAuthRoutes:
         oauth_request = DevOAuth2Request("POST", self._uri(request), request.headers, {}, form)
         documents = await self._documents(form)
         result = await self._run(lambda: self.server.create_token_response(oauth_request), documents)
+        if self.revocations is not None:
+            try:
+                await self.revocations.publish()
+            except Exception as exc:
+                # Fail closed: a token whose family was revoked is not handed out while its
+                # revocation cannot be recorded (the background publisher retries).
+                logger.warning("development authorization server: publishing revocations: %s", exc)
+                return JSONResponse(
+                    {"error": "temporarily_unavailable", "error_description": "try again shortly"},
+                    status_code=503,
+                    headers={**_NO_STORE, "Retry-After": RETRY_AFTER},
+                )
         return _to_starlette(result)
 
     # --- dynamic client registration ---

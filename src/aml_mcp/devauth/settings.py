@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class DevAuthSettings(BaseModel):
@@ -40,6 +42,24 @@ class DevAuthSettings(BaseModel):
     max_registrations_per_minute: int = Field(default=30, ge=1)
     """Dynamic registrations accepted in any 60-second window; more get 429 with `Retry-After`."""
 
+    login_max_failures_per_user: int = Field(default=5, ge=1)
+    """Password attempts one demo user may be tried with before each further attempt must wait a
+    backoff (429 with `Retry-After`, the password not even checked). A successful sign-in resets the
+    count. Counted in the issuer's store, so the same on every replica."""
+    login_max_failures_per_address: int = Field(default=20, ge=1)
+    """Password attempts (for any user, or none that exists) one client address may make before the
+    backoff applies to it. Successful sign-ins do not count. Behind a load balancer every client has
+    the balancer's address."""
+    login_backoff_base_seconds: float = Field(default=1.0, gt=0, le=60)
+    """The first backoff, once a user or address has used its attempts; it doubles with each further
+    failure."""
+    login_backoff_max_seconds: float = Field(default=300.0, gt=0, le=86_400)
+    """The longest backoff."""
+    login_failure_memory_seconds: float = Field(default=3_600.0, gt=0)
+    """A user or address whose last attempt is this old starts counting afresh (its entry is deleted)."""
+    login_limiter_max_entries: int = Field(default=10_000, ge=100)
+    """Most users and addresses the limiter remembers at once; the least recently seen go first."""
+
     client_metadata_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     """Total time a Client ID Metadata Document fetch may take, from waiting for a fetch slot and
     resolving the host to the last byte of the body (a deadline for the whole fetch, not per phase)."""
@@ -64,3 +84,12 @@ class DevAuthSettings(BaseModel):
         if not value.startswith("/") or value.endswith("/") or "?" in value or "#" in value:
             raise ValueError("dev auth path must look like /oauth")
         return value
+
+    @model_validator(mode="after")
+    def _backoff_within_memory(self) -> Self:
+        if self.login_failure_memory_seconds < self.login_backoff_max_seconds:
+            raise ValueError(
+                "login_failure_memory_seconds must be at least login_backoff_max_seconds"
+                " (a backoff would otherwise end early, when its entry is forgotten)"
+            )
+        return self

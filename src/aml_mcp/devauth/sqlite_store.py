@@ -1,4 +1,4 @@
-"""What the development authorization server remembers: clients, authorization codes, refresh tokens.
+"""What the development authorization server remembers: clients, codes, refresh and access tokens.
 
 Its own small SQLite file (`DATA_DIR/devauth.db`), apart from the server's store: this is not the
 production path and must not shape it. Codes and refresh tokens are kept only as SHA-256 digests,
@@ -14,16 +14,18 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from aml_mcp.devauth.login_limits import LoginLimits
 from aml_mcp.devauth.store import (
     CODE_TTL_SECONDS,
     REGISTRATION_WINDOW_SECONDS,
     DevClient,
     Grant,
     RegistrationRefused,
+    RevokedAccessToken,
     StoredCode,
     StoredRefreshToken,
     check_registration_quota,
@@ -89,6 +91,18 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " (family TEXT PRIMARY KEY, revoked_at REAL NOT NULL, reason TEXT NOT NULL)",
         "ALTER TABLE clients ADD COLUMN registered INTEGER NOT NULL DEFAULT 0",
         "CREATE INDEX clients_by_registration ON clients (registered, issued_at)",
+    ),
+    # 2: the access tokens minted for each grant family while they live (a replay revokes them
+    # too; `revoked` rows are the outbox to the resource server's revocation list), and the
+    # sign-in limiter's counts.
+    (
+        "CREATE TABLE access_tokens (jti TEXT PRIMARY KEY, family TEXT NOT NULL,"
+        " keep_until REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0)",
+        "CREATE INDEX access_tokens_by_family ON access_tokens (family)",
+        "CREATE INDEX access_tokens_revoked ON access_tokens (keep_until) WHERE revoked = 1",
+        "CREATE TABLE login_attempts"
+        " (key TEXT PRIMARY KEY, failures INTEGER NOT NULL, last_attempt REAL NOT NULL)",
+        "CREATE INDEX login_attempts_by_time ON login_attempts (last_attempt)",
     ),
 )
 """Schema changes after the first layout, applied in order and counted in `PRAGMA user_version`."""
@@ -196,7 +210,8 @@ class DevStore:
         )
         conn.execute("UPDATE refresh_tokens SET revoked = 1 WHERE family = ?", (family,))
         conn.execute("UPDATE codes SET used = 1 WHERE family = ?", (family,))
-        logger.warning("%s: revoked every refresh token of that grant (client %s)", reason, client_id)
+        conn.execute("UPDATE access_tokens SET revoked = 1 WHERE family = ?", (family,))
+        logger.warning("%s: revoked every token of that grant (client %s)", reason, client_id)
 
     def _forget_old(self, conn: sqlite3.Connection, now: float) -> None:
         horizon = now - self.replay_memory_seconds
@@ -205,6 +220,7 @@ class DevStore:
         )
         conn.execute("DELETE FROM refresh_tokens WHERE expires_at <= ?", (now,))
         conn.execute("DELETE FROM revoked_families WHERE revoked_at <= ?", (horizon,))
+        conn.execute("DELETE FROM access_tokens WHERE keep_until <= ?", (now,))
 
     # --- authorization codes ---
     def put_code(self, code: str, stored: StoredCode) -> None:
@@ -348,3 +364,67 @@ class DevStore:
             if row is not None:
                 self._revoke_family(conn, row[0], row[1], "refresh token redeemed twice")
             return False
+
+    # --- access tokens of grant families ---
+    def remember_access_token(self, jti: str, family: str, keep_until: float) -> bool:
+        """Remember an access token of `family`; born revoked (False) if the family is revoked."""
+        now = time.time()
+        with self._transaction() as conn:
+            self._forget_old(conn, now)
+            ((revoked,),) = conn.execute(
+                "INSERT INTO access_tokens (jti, family, keep_until, revoked) VALUES (?, ?, ?,"
+                " EXISTS (SELECT 1 FROM revoked_families WHERE family = ?)) RETURNING revoked",
+                (jti, family, keep_until, family),
+            ).fetchall()
+        return not revoked
+
+    def revoked_access_tokens(self, limit: int) -> list[RevokedAccessToken]:
+        rows = self._run(
+            "SELECT jti, keep_until FROM access_tokens WHERE revoked = 1 AND keep_until > ?"
+            " ORDER BY keep_until LIMIT ?",
+            (time.time(), limit),
+        ).fetchall()
+        return [RevokedAccessToken(jti, float(keep_until)) for jti, keep_until in rows]
+
+    def forget_access_tokens(self, jtis: Sequence[str]) -> None:
+        with self._transaction() as conn:
+            conn.executemany("DELETE FROM access_tokens WHERE jti = ?", [(jti,) for jti in jtis])
+
+    # --- sign-in attempts ---
+    def admit_login(self, keys: Sequence[str], limits: LoginLimits) -> float:
+        """Count one attempt against every key, or none if any key must still wait (the wait)."""
+        now = time.time()
+        with self._transaction() as conn:
+            counted: dict[str, tuple[int, float]] = {}
+            for key in keys:
+                row = conn.execute(
+                    "SELECT failures, last_attempt FROM login_attempts WHERE key = ?", (key,)
+                ).fetchone()
+                if row is not None and not limits.forgotten(row[1], now):
+                    counted[key] = (int(row[0]), float(row[1]))
+            wait = max((limits.wait_seconds(key, *counted[key], now) for key in counted), default=0.0)
+            if wait > 0:
+                return wait
+            for key in keys:
+                conn.execute(
+                    "INSERT INTO login_attempts (key, failures, last_attempt) VALUES (?, ?, ?)"
+                    " ON CONFLICT (key) DO UPDATE SET failures = excluded.failures,"
+                    " last_attempt = excluded.last_attempt",
+                    (key, counted.get(key, (0, now))[0] + 1, now),
+                )
+            conn.execute("DELETE FROM login_attempts WHERE last_attempt <= ?", (now - limits.memory_seconds,))
+            if len(counted) < len(keys):  # a new entry: keep at most `max_entries`, the newest
+                conn.execute(
+                    "DELETE FROM login_attempts WHERE key IN (SELECT key FROM login_attempts"
+                    " ORDER BY last_attempt DESC LIMIT -1 OFFSET ?)",
+                    (limits.max_entries,),
+                )
+        return 0.0
+
+    def login_succeeded(self, *, reset: Sequence[str], uncount: Sequence[str]) -> None:
+        with self._transaction() as conn:
+            conn.executemany("DELETE FROM login_attempts WHERE key = ?", [(key,) for key in reset])
+            conn.executemany(
+                "UPDATE login_attempts SET failures = failures - 1 WHERE key = ? AND failures > 0",
+                [(key,) for key in uncount],
+            )

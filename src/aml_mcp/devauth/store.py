@@ -1,7 +1,8 @@
 """What the development authorization server keeps, and the protocol of the stores that keep it.
 
-The issuer's state is clients, authorization codes, refresh tokens (with their grant families) and
-the registration quota's count. Two stores implement `DevAuthStore` with the same behaviour
+The issuer's state is clients, authorization codes, refresh tokens (with their grant families), the
+access tokens minted for each family while they live, the sign-in limiter's counts and the
+registration quota's count. Two stores implement `DevAuthStore` with the same behaviour
 (`tests/contract/test_devauth_store.py` runs every test on both):
 
 - `sqlite_store.DevStore`: a SQLite file in the data directory, for one host;
@@ -22,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from aml_mcp.devauth.login_limits import LoginLimits
 from aml_mcp.devauth.redirects import loopback_redirect, redirect_matches
 
 CODE_TTL_SECONDS = 300
@@ -182,14 +184,24 @@ class StoredRefreshToken(Grant):
     token_sha256: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class RevokedAccessToken:
+    """An access token of a revoked grant family that the resource server must refuse until
+    `keep_until` (epoch seconds: its expiry plus the leeway a verifier grants)."""
+
+    jti: str
+    keep_until: float
+
+
 class DevAuthStore(Protocol):
     """Everything the authorization server, its routes, the wiring and the CLI ask of the state.
 
     The decisions that must hold under concurrent requests, on one process or many, are the
     store's: a code or refresh token is redeemed by exactly one caller; a credential presented
-    again after use revokes its whole grant family (RFC 6749 §4.1.2, RFC 9700 §4.14.2); a refresh
-    token stored into a family revoked meanwhile is born revoked; registrations stay within the
-    quota however many arrive at once.
+    again after use revokes its whole grant family (RFC 6749 §4.1.2, RFC 9700 §4.14.2), and with
+    it the access tokens minted from that family; a refresh or access token stored into a family
+    revoked meanwhile is born revoked; registrations stay within the quota and sign-in attempts
+    within their limits however many arrive at once.
     """
 
     replay_memory_seconds: float
@@ -233,4 +245,30 @@ class DevAuthStore(Protocol):
 
     def redeem_refresh_token(self, token_sha256: str) -> bool:
         """Rotate a refresh token out: True for exactly one caller; a later caller revokes the family."""
+        ...
+
+    def remember_access_token(self, jti: str, family: str, keep_until: float) -> bool:
+        """Remember an access token minted for `family` until `keep_until` (epoch seconds), so that a
+        replay revoking the family revokes it too. False if the family is revoked already: then
+        the token is born revoked (listed by `revoked_access_tokens`)."""
+        ...
+
+    def revoked_access_tokens(self, limit: int) -> list[RevokedAccessToken]:
+        """At most `limit` access tokens of revoked families, not yet handed to the resource server's
+        revocation list and still unexpired (an outbox: written in the revoking transaction)."""
+        ...
+
+    def forget_access_tokens(self, jtis: Sequence[str]) -> None:
+        """Drop these tokens from the outbox: the resource server's revocation list holds them now."""
+        ...
+
+    def admit_login(self, keys: Sequence[str], limits: LoginLimits) -> float:
+        """One sign-in attempt for `keys` (a user, a client address): if any key is backed off,
+        nothing is counted and the seconds it must still wait are returned; otherwise the attempt
+        is counted against every key, in the same transaction, and 0 is returned."""
+        ...
+
+    def login_succeeded(self, *, reset: Sequence[str], uncount: Sequence[str]) -> None:
+        """A sign-in succeeded: the `reset` keys (the user) start afresh, and the `uncount` keys (the
+        address) take back the attempt `admit_login` counted."""
         ...

@@ -7,6 +7,10 @@ Its state — clients, codes, refresh tokens, signing keys, the service client's
 consent form's key — lives in the data directory on one host, or, when the app shares a PostgreSQL
 database (`shared`), in that database: then every replica redeems what any other issued, signs
 with the same key and publishes the same JWKS (`DevAuthState`).
+
+The resource server is built after the issuer (it trusts the issuer's keys), and the issuer then
+hands the access tokens of grant families a replay revoked to the resource server's revocation
+list: the composition root connects them with `DevAuth.revoke_into(...)`.
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio.to_thread
 from starlette.routing import BaseRoute
 
+from aml_mcp.auth.revocation import RevocationList
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.devauth.authorization_server import CimdFetcher, DevAuthorizationServer, RegistrationLimits
 from aml_mcp.devauth.client_metadata import ClientMetadataDocuments, DocumentFetcher
 from aml_mcp.devauth.keys import DevSigningKeys
+from aml_mcp.devauth.login_limits import LoginLimits
 from aml_mcp.devauth.minting import TokenMinter
 from aml_mcp.devauth.postgres_store import DevAuthDatabase, PostgresDevStore, PostgresKeyStorage
+from aml_mcp.devauth.revocations import CLOCK_SLACK_SECONDS, FamilyRevocations
 from aml_mcp.devauth.routes import DevAuthRoutes
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.sqlite_store import DevStore
@@ -123,8 +130,14 @@ class DevAuth:
     store: DevAuthStore
     routes: Sequence[BaseRoute]
     service_secret: str
+    family_revocations: FamilyRevocations
     migrations: Sequence[Migration] = ()
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
+
+    def revoke_into(self, revocations: RevocationList) -> None:
+        """Access tokens minted from a grant family that a replay revoked go to `revocations` (the
+        resource server's list, shared by every replica), so they are refused at once."""
+        self.family_revocations.into(revocations)
 
     async def fetch_jwks(self) -> Mapping[str, Any]:
         """The key source the resource server verifies dev tokens with (no HTTP round trip to itself).
@@ -135,9 +148,11 @@ class DevAuth:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The issuer's state (its file or its connections) stays open for the app's lifetime."""
+        """The issuer's state (its file or its connections) stays open for the app's lifetime, and
+        revoked families' access tokens are published in the background meanwhile."""
         try:
-            yield
+            async with self.family_revocations.running():
+                yield
         finally:
             self.store.close()
 
@@ -197,10 +212,13 @@ def build_dev_auth(
     fetch_client_metadata: CimdFetcher | Literal["network"] | None = NETWORK,
     preregistered: Sequence[DevClient] = (),
     shared: PostgresDatabase | None = None,
+    token_leeway_seconds: int = 30,
 ) -> DevAuth:
     """The issuer, its store and routes. `fetch_client_metadata` is where Client ID Metadata
     Documents come from: the network (default), another source (tests), or None to refuse them.
-    With `shared`, the state is in that database (every replica on it issues and redeems alike)."""
+    With `shared`, the state is in that database (every replica on it issues and redeems alike).
+    `token_leeway_seconds` is how long past its expiry the resource server still accepts a token:
+    a revocation of one must outlast it."""
     users = users or UserDirectory()
     state = open_state(data_dir, shared=shared, replay_memory_seconds=settings.refresh_token_ttl_seconds)
     try:
@@ -215,6 +233,7 @@ def build_dev_auth(
             fetch_client_metadata=fetch_client_metadata,
             preregistered=preregistered,
             shared=shared,
+            token_leeway_seconds=token_leeway_seconds,
         )
     except BaseException:
         state.close()
@@ -233,6 +252,7 @@ def _assemble(
     fetch_client_metadata: CimdFetcher | Literal["network"] | None,
     preregistered: Sequence[DevClient],
     shared: PostgresDatabase | None,
+    token_leeway_seconds: int,
 ) -> DevAuth:
     minter = token_minter(
         data_dir, resource_url=resource_url, path=settings.path, tenant_claim=tenant_claim, keys=state.keys
@@ -284,7 +304,9 @@ def _assemble(
             max_registered_clients=settings.max_registered_clients,
             max_registrations_per_minute=settings.max_registrations_per_minute,
         ),
+        revocation_margin_seconds=token_leeway_seconds + CLOCK_SLACK_SECONDS,
     )
+    family_revocations = FamilyRevocations(store, issuer=minter.issuer)
     routes = DevAuthRoutes(
         server=server,
         users=users,
@@ -292,6 +314,15 @@ def _assemble(
         form_secret=_form_secret(data_dir, shared),
         mount_path=settings.path,
         max_body_bytes=settings.max_body_bytes,
+        login_limits=LoginLimits(
+            max_failures_per_user=settings.login_max_failures_per_user,
+            max_failures_per_address=settings.login_max_failures_per_address,
+            backoff_base_seconds=settings.login_backoff_base_seconds,
+            backoff_max_seconds=settings.login_backoff_max_seconds,
+            memory_seconds=settings.login_failure_memory_seconds,
+            max_entries=settings.login_limiter_max_entries,
+        ),
+        revocations=family_revocations,
     )
     return DevAuth(
         issuer=minter.issuer,
@@ -301,4 +332,5 @@ def _assemble(
         store=store,
         routes=routes.routes(),
         service_secret=secret,
+        family_revocations=family_revocations,
     )
