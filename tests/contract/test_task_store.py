@@ -15,9 +15,9 @@ import anyio
 import pytest
 
 from aml_mcp.tasks.model import TaskStatus
-from aml_mcp.tasks.store import Change, QuotaExceeded, TaskQuota
+from aml_mcp.tasks.store import Change, CreateRateExceeded, QuotaExceeded, TaskQuota
 from tests.contract.conftest import Backend
-from tests.tasks.factories import owner, principal_matrix, record
+from tests.tasks.factories import ISSUER, owner, principal_matrix, record
 
 pytestmark = pytest.mark.anyio
 
@@ -353,3 +353,84 @@ async def test_concurrent_creates_are_all_durable(backend: Backend) -> None:
             group.start_soon(store.create, task)
     # A fresh connection (as after a restart) sees every acknowledged create.
     assert await backend.count() == 100
+
+
+def rate(limit: int, window_ms: int = 1000) -> TaskQuota:
+    """A quota whose only binding limit is the create window."""
+    return TaskQuota(
+        active_per_principal=1000, active_per_tenant=1000, created_per_principal=limit, window_ms=window_ms
+    )
+
+
+async def test_the_create_window_counts_every_recent_create_by_principal(backend: Backend) -> None:
+    store = backend.store
+    quota = rate(3)
+    alice, alice_elsewhere, bob = owner("alice"), owner("alice", client_id="client-2"), owner("bob")
+    # History, written past the quota: finished, expired and running tasks all count; one created a
+    # whole window ago no longer does.
+    await store.create(record(alice, now=NOW - 1000), None)
+    await store.create(record(alice, now=NOW - 900, status=TaskStatus.CANCELLED, holder=None), None)
+    await store.create(record(alice, now=NOW - 800, ttl_ms=100), None)  # expired at NOW - 700
+    await store.create(record(alice_elsewhere, now=NOW - 10), None)  # same principal, other client
+    before = await backend.count()
+    with pytest.raises(CreateRateExceeded) as caught:
+        await store.create(record(alice, now=NOW), quota)
+    refused = caught.value
+    assert isinstance(refused, QuotaExceeded)  # refused like every quota
+    assert (refused.per, refused.limit, refused.window_ms) == ("principal", 3, 1000)
+    assert refused.retry_after_ms == 100  # when the create at NOW - 900 leaves the window
+    assert await backend.count() == before  # nothing stored
+
+    await store.create(record(bob, now=NOW), quota)  # a colleague at the same bank is not affected
+    await store.create(record(owner("alice", tenant="bank-b"), now=NOW), quota)  # nor another tenant
+    await store.create(record(owner("alice", issuer=ISSUER + "/other"), now=NOW), quota)  # nor issuer
+    with pytest.raises(CreateRateExceeded):
+        await store.create(record(alice, now=NOW + 99), quota)
+    await store.create(record(alice, now=NOW + 100), quota)  # exactly when the hint said
+
+
+async def test_the_create_window_hint_names_when_a_slot_frees_even_past_the_limit(backend: Backend) -> None:
+    store = backend.store
+    alice = owner("alice")
+    for age in (900, 800, 700, 600, 500):  # five creates, more than the limit of three
+        await store.create(record(alice, now=NOW - age), None)
+    with pytest.raises(CreateRateExceeded) as caught:
+        await store.create(record(alice, now=NOW), rate(3))
+    # Room comes back when only two remain: once the third newest (NOW - 700) leaves.
+    assert caught.value.retry_after_ms == 300
+    # An unlimited quota (the active caps only) ignores the window altogether.
+    await store.create(record(alice, now=NOW), TaskQuota(active_per_principal=1000, active_per_tenant=1000))
+
+
+async def test_concurrent_creates_never_overshoot_the_create_window(backend: Backend) -> None:
+    store = backend.store
+    accepted: list[bool] = []
+
+    async def create(i: int) -> None:
+        try:
+            await store.create(record(owner(client_id=f"c{i}"), now=NOW + i), rate(5, window_ms=60_000))
+        except CreateRateExceeded:
+            accepted.append(False)
+        else:
+            accepted.append(True)
+
+    async with anyio.create_task_group() as group:
+        for i in range(30):
+            group.start_soon(create, i)
+    assert accepted.count(True) == 5
+    assert await backend.count() == 5
+
+
+async def test_sweep_keeps_expired_tasks_the_create_window_still_counts(backend: Backend) -> None:
+    store = backend.store
+    alice = owner("alice")
+    old = record(alice, now=NOW - 5000, ttl_ms=100)
+    recent = [record(alice, now=NOW - 400 + i, ttl_ms=100) for i in range(3)]  # expired, still counted
+    for task in [old, *recent]:
+        await store.create(task)
+    assert await store.sweep(NOW, 100, keep_created_after_ms=NOW - 1000) == 1  # only the old one
+    assert [await store.find(task.task_id, alice, NOW) for task in recent] == [None] * 3  # invisible
+    with pytest.raises(CreateRateExceeded):
+        await store.create(record(alice, now=NOW), rate(3))  # the evidence survived the sweep
+    assert await store.sweep(NOW + 700, 100, keep_created_after_ms=NOW - 300) == 3
+    await store.create(record(alice, now=NOW + 700), rate(3))

@@ -73,3 +73,15 @@ async def test_the_sweeper_deletes_expired_rows_only(tmp_path: Path) -> None:
         assert await Sweeper(h.store, _Later(1500), 1000, batch=1).sweep_once() == 1
         ids = await h.database.read(lambda c: c.execute("SELECT task_id FROM tasks").fetchall())
         assert [row[0] for row in ids] == [kept.task_id]
+
+
+async def test_the_sweeper_keeps_expired_rows_the_create_window_still_counts(tmp_path: Path) -> None:
+    async with harness(tmp_path / "db") as h:
+        short = await h.start("short_lived", ALICE, {"text": "x"})  # a TTL of 1 s, shorter than the window
+        await h.settled(short)
+        later = _Later(1500)
+        assert await Sweeper(h.store, later, 1000, keep_created_within_ms=3000).sweep_once() == 0
+        assert await h.store.find(short.task_id, ALICE, later.now_ms()) is None  # expired: invisible
+        rows = await h.database.read(lambda c: c.execute("SELECT COUNT(*) FROM tasks").fetchone()[0])
+        assert rows == 1  # but still stored: the create window counts it
+        assert await Sweeper(h.store, _Later(3500), 1000, keep_created_within_ms=3000).sweep_once() == 1

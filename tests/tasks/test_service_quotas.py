@@ -1,5 +1,6 @@
-"""Caps on unfinished tasks per principal and per tenant: a refused create is a clear, retryable
-JSON-RPC error with a hint, stores nothing, is audited, and concurrent creates never overshoot."""
+"""Caps on unfinished tasks per principal and per tenant, and on a principal's creates within a
+window: a refused create is a clear, retryable JSON-RPC error with a hint, stores nothing, is
+audited, and concurrent creates never overshoot."""
 
 from __future__ import annotations
 
@@ -20,12 +21,15 @@ from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.principal import Owner
 from aml_mcp.protocol.errors import TOO_MANY_TASKS
+from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
 from aml_mcp.tasks.settings import TaskSettings
+from tests.support.clocks import OffsetClock
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import call_tool, cancel, create, wait_for
 from tests.support.oauth import audit_mark, wait_for_audit
 from tests.support.task_faults import Runner, owner_of, principal_of, runner_on
+from tests.tasks.harness import FAST, harness
 
 ALICE = owner_of("alice", "bank-a")
 BOB = owner_of("bob", "bank-a")
@@ -80,7 +84,11 @@ async def settled(r: Runner, task: TaskRecord) -> TaskRecord:
 
 
 async def rows(r: Runner) -> int:
-    count = await r.database.read(lambda conn: conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0])
+    return await rows_of(r.database)
+
+
+async def rows_of(database: SqliteDatabase) -> int:
+    count = await database.read(lambda conn: conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0])
     return int(count)
 
 
@@ -155,3 +163,25 @@ def test_a_refused_create_over_http_is_a_retryable_json_rpc_error_and_audited(se
         assert cancel(client, first).status_code == 200
         wait_for(client, first, "cancelled")
         assert create(client, "slow_compute", {"seconds": 0})["status"] == "working"
+
+
+@pytest.mark.anyio
+async def test_creates_beyond_the_window_are_refused_though_every_task_finished(tmp_path: Path) -> None:
+    settings = FAST.model_copy(update={"max_created_per_principal_per_window": 3, "create_window_seconds": 2})
+    clock = OffsetClock()
+    async with harness(tmp_path / "db", settings, clock=clock) as h:
+        done = [await h.settled(await h.start("echo", ALICE, {"text": str(i)})) for i in range(3)]
+        assert all(task.status is TaskStatus.COMPLETED for task in done)  # nothing unfinished
+        with pytest.raises(MCPError) as caught:
+            await h.start("echo", ALICE_OTHER_CLIENT, {"text": "4"})  # same principal, other client
+        error = caught.value.error
+        assert error.code == TOO_MANY_TASKS
+        assert "at most 3 in 2 s" in error.message and "finished ones included" in error.message
+        hint = error.data
+        assert hint["reason"] == "too_many_tasks" and hint["retryable"] is True
+        assert 0 < hint["retryAfterMs"] <= 2000
+        assert await rows_of(h.database) == 3  # the refused create stored nothing
+        await h.start("echo", BOB, {"text": "x"})  # a colleague at the same bank is not affected
+
+        clock.advance(hint["retryAfterMs"])  # as the hint says: the oldest create left the window
+        await h.start("echo", ALICE, {"text": "5"})

@@ -1,4 +1,4 @@
-"""The SQLite quota count uses its owner index (the behaviour itself is in tests/contract/)."""
+"""The SQLite quota counts use their owner indexes (the behaviour itself is in tests/contract/)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
+from aml_mcp.tasks.sqlite_store import _RECENT_CREATES, COMPONENT, MIGRATIONS, SqliteTaskStore
 from aml_mcp.tasks.store import TaskQuota
 from tests.tasks.factories import owner, record
 
@@ -47,3 +47,18 @@ async def test_the_quota_count_uses_the_owner_index(db: SqliteDatabase, store: S
         return json.dumps(conn.execute(sql).fetchall())  # type: ignore[attr-defined]
 
     assert "tasks_active_by_owner" in await db.read(plan)
+
+
+async def test_the_create_window_count_uses_the_principal_index(
+    db: SqliteDatabase, store: SqliteTaskStore
+) -> None:
+    quota = TaskQuota(active_per_principal=2, active_per_tenant=3, created_per_principal=5, window_ms=60_000)
+    await store.create(record(owner("alice"), now=NOW), quota)
+
+    def plan(conn: object) -> str:
+        sql = "EXPLAIN QUERY PLAN " + _RECENT_CREATES
+        return json.dumps(conn.execute(sql, ("a", "b", "c", 0, 5)).fetchall())  # type: ignore[attr-defined]
+
+    shown = await db.read(plan)
+    assert "tasks_created_by_principal" in shown
+    assert "TEMP B-TREE" not in shown  # read newest first straight off the index, no sort

@@ -24,7 +24,8 @@ STORAGE_UNAVAILABLE = -32010
 now — disk full, database locked past its timeout, read-only, I/O error. Transient; retry later."""
 
 TOO_MANY_TASKS = -32011
-"""Implementation-defined: the caller (or its tenant) already has as many unfinished tasks as it may."""
+"""Implementation-defined: the caller (or its tenant) already has as many unfinished tasks as it may,
+or the caller created as many tasks as it may within the create window."""
 
 
 def retry_hint(reason: str, retry_after_ms: int) -> dict[str, Any]:
@@ -51,6 +52,18 @@ def too_many_tasks(holder: str, limit: int, retry_after_ms: int) -> MCPError:
         message=(
             f"Too many unfinished tasks for {holder} (at most {limit}); wait for one to finish or "
             "cancel one with tasks/cancel, then retry"
+        ),
+        data=retry_hint("too_many_tasks", retry_after_ms),
+    )
+
+
+def too_many_creates(limit: int, window_seconds: int, retry_after_ms: int) -> MCPError:
+    """A task create refused by the per-principal create rate: the same code and hint as a quota."""
+    return MCPError(
+        code=TOO_MANY_TASKS,
+        message=(
+            f"Too many tasks created by you (at most {limit} in {window_seconds} s, finished ones "
+            f"included); retry in {-(-retry_after_ms // 1000)} s"
         ),
         data=retry_hint("too_many_tasks", retry_after_ms),
     )

@@ -47,6 +47,7 @@ from aml_mcp.tasks.store import (
     QuotaExceeded,
     StorageUnavailable,
     TaskQuota,
+    creates_refused,
     record_of,
 )
 
@@ -126,6 +127,12 @@ MIGRATIONS: list[str] = [
     END;
     $$;
     CREATE TRIGGER tasks_guard BEFORE UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION tasks_guard();
+    """,
+    # The create-rate window counts every task a principal created lately, finished or not: one
+    # short index range, read newest first. The subject leads so that the tenant-wide count of
+    # unfinished tasks keeps its partial index (this one would match its prefix and scan finished rows).
+    """
+    CREATE INDEX tasks_created_by_principal ON tasks (owner_subject, owner_tenant, owner_issuer, created_at);
     """,
 ]
 
@@ -264,22 +271,35 @@ class PostgresTaskStore:
                 return
             await self._run(insert, row)
             return
-        # Counted and inserted in one statement, only if there is room; (tenant, principal, inserted).
+        # Counted and inserted in one statement, only if there is room; (tenant, principal, made in
+        # the window, the oldest of those, inserted). The window counts the principal's newest
+        # creates (at most its limit of them), finished or expired alike: the sweeper keeps a row
+        # until it has left the window.
+        rate_limit = quota.created_per_principal
         counted_insert = (
             "WITH n AS (SELECT COUNT(*) AS tenant, COUNT(*) FILTER (WHERE owner_subject = %s) AS principal"  # noqa: S608
             f"  FROM tasks WHERE owner_tenant = %s AND owner_issuer = %s AND {_ACTIVE} AND expires_at > %s),"
-            f" ins AS (INSERT INTO tasks ({COLUMNS}) SELECT {values} FROM n"
-            "  WHERE n.principal < %s AND n.tenant < %s RETURNING 1)"
-            " SELECT n.tenant, n.principal, (SELECT COUNT(*) FROM ins) FROM n"
+            " w AS (SELECT COUNT(*) AS made, MIN(created_at) AS oldest FROM (SELECT created_at FROM tasks"
+            "  WHERE owner_tenant = %s AND owner_issuer = %s AND owner_subject = %s AND created_at > %s"
+            "  ORDER BY created_at DESC LIMIT %s) r),"
+            f" ins AS (INSERT INTO tasks ({COLUMNS}) SELECT {values} FROM n, w"
+            "  WHERE n.principal < %s AND n.tenant < %s AND w.made < %s RETURNING 1)"
+            " SELECT n.tenant, n.principal, w.made, w.oldest, (SELECT COUNT(*) FROM ins) FROM n, w"
         )
         params = (
             _b(owner.subject),
             _b(owner.tenant),
             _b(owner.issuer),
             task.created_at,
+            _b(owner.tenant),
+            _b(owner.issuer),
+            _b(owner.subject),
+            quota.window_opens_after(task.created_at),
+            0 if rate_limit is None else rate_limit,  # no limit: count nothing, and 0 < 1 below
             *row,
             quota.active_per_principal,
             quota.active_per_tenant,
+            1 if rate_limit is None else rate_limit,
         )
         try:
             async with self._db.transaction() as conn:
@@ -297,11 +317,15 @@ class PostgresTaskStore:
                 raise
             raise fault from exc
         assert counted is not None
-        _, principal, inserted = counted
+        tenant, principal, made, oldest, inserted = counted
         if not inserted:
             if principal >= quota.active_per_principal:
                 raise QuotaExceeded("principal", quota.active_per_principal)
-            raise QuotaExceeded("tenant", quota.active_per_tenant)
+            if tenant >= quota.active_per_tenant:
+                raise QuotaExceeded("tenant", quota.active_per_tenant)
+            refused = creates_refused(quota, made, oldest, task.created_at)
+            assert refused is not None  # the insert's only other condition
+            raise refused
         self._recovered()
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
@@ -429,14 +453,16 @@ class PostgresTaskStore:
         rows = await self._run(sql, (now_ms, now_ms, list(exclude), limit, holder, lease_until_ms))
         return sorted((_record(row) for row in rows), key=lambda task: task.created_at)
 
-    async def sweep(self, now_ms: int, limit: int) -> int:
+    async def sweep(self, now_ms: int, limit: int, keep_created_after_ms: int | None = None) -> int:
         # The batch is chosen once (MATERIALIZED), so a sweep deletes at most `limit` rows, and
         # rows another sweeper is deleting are skipped instead of waited for.
+        kept = "" if keep_created_after_ms is None else " AND created_at <= %s"
+        args = (now_ms, limit) if keep_created_after_ms is None else (now_ms, keep_created_after_ms, limit)
         rows = await self._run(
-            "WITH c AS MATERIALIZED (SELECT task_id FROM tasks WHERE expires_at <= %s"
+            f"WITH c AS MATERIALIZED (SELECT task_id FROM tasks WHERE expires_at <= %s{kept}"  # noqa: S608
             " ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)"
             " DELETE FROM tasks t USING c WHERE t.task_id = c.task_id RETURNING 1",
-            (now_ms, limit),
+            args,
         )
         return len(rows)
 

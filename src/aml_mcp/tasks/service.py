@@ -5,8 +5,9 @@ task id that belongs to somebody else is, here and everywhere below, simply not 
 protocol layer (`handlers`) adds negotiation, routing headers, errors and audit on top.
 
 Two refusals are decided here because they need the store's numbers: a create beyond the
-caller's or its tenant's cap on unfinished tasks (retryable -32011), and answers bigger than
-`max_input_responses_bytes` (-32602). A storage failure becomes one retryable error (-32010),
+caller's or its tenant's cap on unfinished tasks, or beyond the caller's creates allowed within the
+create window (retryable -32011 either way), and answers bigger than `max_input_responses_bytes`
+(-32602). A storage failure becomes one retryable error (-32010),
 whatever the operation, instead of a generic internal error.
 """
 
@@ -21,12 +22,19 @@ from typing import Any, Protocol
 
 from aml_mcp.catalog.tools import ToolSpec
 from aml_mcp.principal import Owner, Principal
-from aml_mcp.protocol.errors import invalid_params, storage_unavailable, too_many_tasks
+from aml_mcp.protocol.errors import invalid_params, storage_unavailable, too_many_creates, too_many_tasks
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.inputs import Answering, take_answers
 from aml_mcp.tasks.model import TaskRecord, TaskStatus, new_task_id
 from aml_mcp.tasks.settings import TaskSettings
-from aml_mcp.tasks.store import Change, QuotaExceeded, StorageUnavailable, TaskQuota, TaskStore
+from aml_mcp.tasks.store import (
+    Change,
+    CreateRateExceeded,
+    QuotaExceeded,
+    StorageUnavailable,
+    TaskQuota,
+    TaskStore,
+)
 from aml_mcp.tasks.transitions import apply_change
 
 CANCELLED_MESSAGE = "Cancelled at the client's request"
@@ -120,6 +128,8 @@ class TaskService:
         self._quota = TaskQuota(
             active_per_principal=settings.max_active_per_principal,
             active_per_tenant=settings.max_active_per_tenant,
+            created_per_principal=settings.max_created_per_principal_per_window,
+            window_ms=settings.create_window_ms,
         )
 
     @property
@@ -139,7 +149,8 @@ class TaskService:
 
         `answers` are those the call's preflight asked for (never unsolicited ones); over
         `max_input_responses_bytes` the call is refused. So is a create beyond the owner's caps on
-        unfinished tasks, with a retryable error that says how to get below them.
+        unfinished tasks or on creates within the window, with a retryable error that says how to
+        get below them.
         """
         if stored_size(answers) > self._settings.max_input_responses_bytes:
             raise invalid_params(answers_too_large(self._settings.max_input_responses_bytes))
@@ -166,6 +177,9 @@ class TaskService:
         with storage_errors():
             try:
                 await self._store.create(task, self._quota)
+            except CreateRateExceeded as exc:
+                window_seconds = self._settings.create_window_seconds
+                raise too_many_creates(exc.limit, window_seconds, exc.retry_after_ms) from None
             except QuotaExceeded as exc:
                 holder = "you" if exc.per == "principal" else "your institution"
                 raise too_many_tasks(holder, exc.limit, self._settings.poll_interval_ms) from None

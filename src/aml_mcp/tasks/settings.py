@@ -47,6 +47,18 @@ class TaskSettings(BaseModel):
     is refused with a retryable JSON-RPC error (-32011) until one finishes or is cancelled."""
     max_active_per_tenant: int = Field(default=1024, gt=0)
     """Unfinished tasks one tenant may have across all its principals; beyond it, as above."""
+    max_created_per_principal_per_window: int = Field(default=120, gt=0)
+    """Tasks one principal may create within `create_window_seconds`, finished or not: the caps on
+    unfinished tasks do not stop a flood of tasks that complete at once, each kept for its TTL. A
+    create beyond it is refused with the same retryable error (-32011), whose `retryAfterMs` says
+    when the oldest of those creates leaves the window. The default (an average of two a second,
+    in bursts of up to 120) is far above what an analyst or a script working a case load sends (a
+    batch tool takes many cases in one task), and bounds what one principal can store in an hour."""
+    create_window_seconds: int = Field(default=60, gt=0, le=3600)
+    """The sliding window of `max_created_per_principal_per_window`, counted from the tasks' own
+    `createdAt` (the database's clock on PostgreSQL, so it holds across replicas). An expired task
+    still in the window stays stored (invisible) until it leaves it, so a short TTL erases no
+    evidence; hence at most an hour."""
     coalesce_identical_runs: bool = True
     """Tasks of one owner with the same idempotent tool, arguments and answers, created while an
     identical one is queued or running, take that run's result instead of running again (forty
@@ -63,6 +75,10 @@ class TaskSettings(BaseModel):
         if self.default_ttl_ms > self.max_ttl_ms:
             raise ValueError("tasks.default_ttl_ms must not exceed tasks.max_ttl_ms")
         return self
+
+    @property
+    def create_window_ms(self) -> int:
+        return self.create_window_seconds * 1000
 
     def ttl_for(self, requested_ms: int | None) -> int:
         """A tool's own TTL (or the default), capped by the server maximum."""

@@ -29,6 +29,7 @@ from aml_mcp.tasks.store import (
     QuotaExceeded,
     StorageUnavailable,
     TaskQuota,
+    creates_refused,
     record_of,
 )
 
@@ -99,6 +100,12 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_active_by_owner ON tasks (owner_tenant, owner_issuer, owner_subject, expires_at)
         WHERE status IN ('working', 'input_required');
     """,
+    # The create-rate window counts every task a principal created lately, finished or not: one
+    # short index range, read newest first. The subject leads so that the tenant-wide count of
+    # unfinished tasks keeps its partial index (this one would match its prefix and scan finished rows).
+    """
+    CREATE INDEX tasks_created_by_principal ON tasks (owner_subject, owner_tenant, owner_issuer, created_at);
+    """,
 ]
 
 _OWNED = (
@@ -106,6 +113,13 @@ _OWNED = (
     " AND expires_at > ?"
 )
 _ACTIVE = "status IN ('working', 'input_required')"
+_RECENT_CREATES = (
+    "SELECT COUNT(*), MIN(created_at) FROM (SELECT created_at FROM tasks"
+    " WHERE owner_tenant = ? AND owner_issuer = ? AND owner_subject = ? AND created_at > ?"
+    " ORDER BY created_at DESC LIMIT ?)"
+)
+"""The newest creates of one principal in the window, at most the limit of them: (how many, the
+oldest one's `created_at`). Expired rows count too: the sweeper keeps them until they leave it."""
 
 
 def _dump(value: Mapping[str, Any] | None) -> str | None:
@@ -270,6 +284,20 @@ class SqliteTaskStore:
                     raise QuotaExceeded("principal", quota.active_per_principal)
                 if tenant >= quota.active_per_tenant:
                     raise QuotaExceeded("tenant", quota.active_per_tenant)
+                if quota.created_per_principal is not None:
+                    made, oldest = conn.execute(
+                        _RECENT_CREATES,
+                        (
+                            owner.tenant,
+                            owner.issuer,
+                            owner.subject,
+                            quota.window_opens_after(task.created_at),
+                            quota.created_per_principal,
+                        ),
+                    ).fetchone()
+                    refused = creates_refused(quota, made, oldest, task.created_at)
+                    if refused is not None:
+                        raise refused
             conn.execute(sql, row)
 
         await self._write(insert)
@@ -406,12 +434,15 @@ class SqliteTaskStore:
 
         return await self._write(apply)
 
-    async def sweep(self, now_ms: int, limit: int) -> int:
+    async def sweep(self, now_ms: int, limit: int, keep_created_after_ms: int | None = None) -> int:
+        kept = "" if keep_created_after_ms is None else " AND created_at <= ?"
+        sql = (
+            "DELETE FROM tasks WHERE task_id IN"  # noqa: S608
+            f" (SELECT task_id FROM tasks WHERE expires_at <= ?{kept} ORDER BY expires_at LIMIT ?)"
+        )
+        args = (now_ms, limit) if keep_created_after_ms is None else (now_ms, keep_created_after_ms, limit)
+
         def apply(conn: sqlite3.Connection) -> int:
-            return conn.execute(
-                "DELETE FROM tasks WHERE task_id IN"
-                " (SELECT task_id FROM tasks WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)",
-                (now_ms, limit),
-            ).rowcount
+            return conn.execute(sql, args).rowcount
 
         return await self._write(apply)

@@ -61,16 +61,54 @@ class TaskQuota:
 
     active_per_principal: int
     active_per_tenant: int
+    created_per_principal: int | None = None
+    """Creates one principal may make within `window_ms`, whatever became of the tasks: a task that
+    completes at once still counts, so a flood of instant tasks is bounded, not only a backlog.
+    Counted from the task rows themselves (`created_at`, on the clock the stores' callers share), so
+    it holds across processes. `None`: no such limit."""
+    window_ms: int = 60_000
+    """The sliding window of `created_per_principal`: a create `window_ms` old no longer counts."""
+
+    def window_opens_after(self, now_ms: int) -> int:
+        """Creates made after this moment are in the window (`created_at > window_opens_after`)."""
+        return now_ms - self.window_ms
 
 
 class QuotaExceeded(Exception):
     """`create` refused: the owner's principal (`per="principal"`) or tenant already has `limit`
     unfinished tasks. Nothing was stored."""
 
-    def __init__(self, per: str, limit: int) -> None:
-        super().__init__(f"{per} already has {limit} unfinished tasks")
+    def __init__(self, per: str, limit: int, message: str | None = None) -> None:
+        super().__init__(message or f"{per} already has {limit} unfinished tasks")
         self.per = per
         self.limit = limit
+
+
+class CreateRateExceeded(QuotaExceeded):
+    """`create` refused: the owner's principal already created `limit` tasks within the quota's
+    window. Room comes back when the oldest of the newest `limit` leaves the window, in
+    `retry_after_ms`. Nothing was stored."""
+
+    def __init__(self, limit: int, window_ms: int, retry_after_ms: int) -> None:
+        super().__init__("principal", limit, f"principal already created {limit} tasks within {window_ms} ms")
+        self.window_ms = window_ms
+        self.retry_after_ms = retry_after_ms
+
+
+def creates_refused(
+    quota: TaskQuota, counted: int, oldest: int | None, now_ms: int
+) -> CreateRateExceeded | None:
+    """The refusal of a create, given what a store counted in the window, or `None` when there is room.
+
+    Stores count only the newest `created_per_principal` creates of the window (an index range of
+    bounded length, however hard a principal pushed before the limit existed), `oldest` being the
+    oldest of those: it is the one whose leaving the window frees a slot.
+    """
+    limit = quota.created_per_principal
+    if limit is None or counted < limit:
+        return None
+    leaves_at = (oldest if oldest is not None else now_ms) + quota.window_ms
+    return CreateRateExceeded(limit, quota.window_ms, max(1, leaves_at - now_ms))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +181,12 @@ class TaskStore(Protocol):
         store was unreachable is renewed by the next heartbeat, not claimed again).
         """
 
-    async def sweep(self, now_ms: int, limit: int) -> int:
-        """Delete up to `limit` expired tasks; returns how many went."""
+    async def sweep(self, now_ms: int, limit: int, keep_created_after_ms: int | None = None) -> int:
+        """Delete up to `limit` expired tasks; returns how many went.
+
+        With `keep_created_after_ms`, an expired task created after that moment stays (invisible to
+        every lookup, as expired tasks are) until it is older: the create-rate window counts it.
+        """
 
 
 # A task row as both stores keep it: each store owns its SQL; what a row means is the same on both.
@@ -298,5 +340,5 @@ class TimedTaskStore:
     ) -> list[TaskRecord]:
         return await self._timed("claim", self._inner.claim(holder, now_ms, lease_until_ms, limit, exclude))
 
-    async def sweep(self, now_ms: int, limit: int) -> int:
-        return await self._timed("sweep", self._inner.sweep(now_ms, limit))
+    async def sweep(self, now_ms: int, limit: int, keep_created_after_ms: int | None = None) -> int:
+        return await self._timed("sweep", self._inner.sweep(now_ms, limit, keep_created_after_ms))

@@ -94,8 +94,8 @@ class PublishingTaskStore:
     ) -> list[TaskRecord]:
         return await self._inner.claim(holder, now_ms, lease_until_ms, limit, exclude)
 
-    async def sweep(self, now_ms: int, limit: int) -> int:
-        return await self._inner.sweep(now_ms, limit)
+    async def sweep(self, now_ms: int, limit: int, keep_created_after_ms: int | None = None) -> int:
+        return await self._inner.sweep(now_ms, limit, keep_created_after_ms)
 
 
 class FollowableTasks:

@@ -156,7 +156,9 @@ def _assemble(
         handlers=TaskHandlers(service, audit, settings.poll_interval_ms),
         service=service,
         runner=runner,
-        sweeper=Sweeper(store, clock, settings.sweep_interval_ms),
+        sweeper=Sweeper(
+            store, clock, settings.sweep_interval_ms, keep_created_within_ms=settings.create_window_ms
+        ),
         following=FollowableTasks(store, clock, settings.poll_interval_ms),
         runs_bodies=run_bodies,
         **storage,
