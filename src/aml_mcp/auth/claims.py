@@ -3,12 +3,14 @@
 Whatever proved the token authentic (a signature, an introspection endpoint), the same rules
 decide whether it is a token *for this server* and who it speaks for: the audience must name this
 server's canonical resource URI (RFC 8707 — the load-bearing wall), the time window must hold, and
-subject, client, tenant and scope must all be present.
+subject, client, tenant and scope must all be present, as plain visible text (`unsafe_character`).
 """
 
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,22 +46,81 @@ class ClaimRules:
         return any(isinstance(value, str) and canonical_resource(value) == wanted for value in values)
 
 
+UNSAFE_IDENTITY = "unsafe_identity"
+"""The audit reason of a token whose identity holds a character that makes text lie about itself."""
+
+_UNSAFE_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "an invisible formatting character",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+}
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_ASCII_UNSAFE = re.compile("[\x00-\x1f\x7f]")
+
+
+def unsafe_character(text: str) -> str | None:
+    """What is wrong with `text` as an identity shown to people, or `None` when nothing is.
+
+    Refused: control characters (C0, DEL, C1), bidi controls (which reorder what follows, so
+    `car\\u202eol` reads as another name), zero-width and other invisible formatting characters
+    (Unicode category Cf: two names that look the same are different principals), and line and
+    paragraph separators. Such a name would reach the audit trail, the lab's tables and an
+    operator's terminal looking like someone else. Lone surrogates are the gate's own check.
+    """
+    if text.isascii():
+        found = _ASCII_UNSAFE.search(text)
+        return None if found is None else f"a control character (U+{ord(found.group()):04X})"
+    for ch in text:
+        kind = _UNSAFE_CATEGORIES.get(unicodedata.category(ch))
+        if kind is not None:
+            what = "a bidi control" if ch in _BIDI_CONTROLS else kind
+            return f"{what} (U+{ord(ch):04X})"
+    return None
+
+
+class UnsafeIdentity(TokenRejected):
+    """A verified token whose identity claim `claim` holds a character `unsafe_character` refuses.
+
+    It carries the value so the refusal's audit record can show it (escaped): the token is
+    authentic, and whoever investigates needs to see what the issuer put in it.
+    """
+
+    def __init__(self, claim: str, value: str, what: str) -> None:
+        super().__init__(
+            UNSAFE_IDENTITY,
+            f"token '{claim}' claim contains {what}; identities must be plain, visible text",
+        )
+        self.claim = claim
+        self.value = value
+
+
+def check_identity(claim: str, value: str) -> None:
+    """Raise `UnsafeIdentity` when `value` (of the claim so named) is not plain, visible text."""
+    what = unsafe_character(value)
+    if what is not None:
+        raise UnsafeIdentity(claim, value, what)
+
+
 def _string_claim(claims: Mapping[str, Any], name: str, reason: str) -> str:
     value = claims.get(name)
     if not isinstance(value, str) or not value or len(value) > _MAX_CLAIM:
         raise TokenRejected(reason, f"token has no usable '{name}' claim")
-    if any(ord(ch) < 0x20 for ch in value):
-        raise TokenRejected(reason, f"token '{name}' claim contains control characters")
+    check_identity(name, value)
     return value
 
 
 def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
     value = claims.get("scope")
     if isinstance(value, str):
-        return frozenset(value.split())
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return frozenset(value)
-    raise TokenRejected("missing_scope_claim", "token has no 'scope' claim")
+        scopes = frozenset(value.split())
+    elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+        scopes = frozenset(value)
+    else:
+        raise TokenRejected("missing_scope_claim", "token has no 'scope' claim")
+    for scope in scopes:  # shown in the audit trail and the lab beside the identity
+        check_identity("scope", scope)
+    return scopes
 
 
 def _time(claims: Mapping[str, Any], name: str, *, required: bool) -> float | None:

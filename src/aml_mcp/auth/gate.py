@@ -14,9 +14,11 @@ Only then is the principal handed to the protocol layer. The raw token goes no f
 step 3 and is never logged or stored.
 
 The gate fails closed on what it did not foresee: a token that makes verification raise is a
-malformed token (401), a verified identity that is not valid Unicode text is refused (401), and a
-scope rule that raises refuses the request (a JSON-RPC error, never a bare 500) — each audited.
-Whatever the token claims about itself is escaped before it reaches the audit trail.
+malformed token (401), a verified identity that is not valid Unicode text, or that holds control,
+bidi or invisible formatting characters (`unsafe_identity`: a name that would look like someone
+else's), is refused (401), and a scope rule that raises refuses the request (a JSON-RPC error, never
+a bare 500) — each audited. Whatever the token claims about itself is escaped before it reaches the
+audit trail.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from starlette.responses import Response
 from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
 from aml_mcp.audit.trace import trace_id_of
 from aml_mcp.auth.challenge import Challenges
+from aml_mcp.auth.claims import UnsafeIdentity, check_identity
 from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.revocation import RevocationList
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
@@ -92,6 +95,40 @@ def _not_text(principal: Principal) -> bool:
     return any(value is not None and has_lone_surrogate(value) for value in fields) or any(
         has_lone_surrogate(scope) for scope in principal.scopes
     )
+
+
+def _unsafe_identity(principal: Principal) -> UnsafeIdentity | None:
+    """The claim rules refuse look-alike identities already; this holds the same rule for every
+    field of whatever principal a verifier built, the issuer included (it comes from this server's
+    own settings, and is shown beside the rest)."""
+    fields = {
+        "iss": principal.issuer,
+        "sub": principal.subject,
+        "tenant": principal.tenant,
+        "client_id": principal.client_id,
+        "jti": principal.token_id,
+    }
+    try:
+        for name, value in fields.items():
+            if value is not None:
+                check_identity(name, value)
+        for scope in principal.scopes:
+            check_identity("scope", scope)
+    except UnsafeIdentity as unsafe:
+        return unsafe
+    return None
+
+
+def _refusal_detail(rejected: TokenRejected, token: str) -> dict[str, Any] | None:
+    """What the audit record of a refused token shows: the claims it *says* it has (unverified,
+    escaped), and for a look-alike identity the claim at fault with its value, escaped too."""
+    detail: dict[str, Any] = {}
+    unverified = _unverified_claims(token)
+    if unverified:
+        detail["unverified"] = unverified
+    if isinstance(rejected, UnsafeIdentity):
+        detail["claim"] = {"name": rejected.claim, "value": escaped(rejected.value, 128)}
+    return detail or None
 
 
 def _retry_after_seconds(data: Any) -> int | None:
@@ -190,11 +227,10 @@ class BearerAdmission:
         except VerifierUnavailable as unavailable:
             return deny(self.challenges.unavailable(request_id), unavailable.reason)
         except TokenRejected as rejected:
-            unverified = _unverified_claims(token)
             return deny(
                 self.challenges.invalid_token(request_id, rejected.description),
                 rejected.reason,
-                detail={"unverified": unverified} if unverified else None,
+                detail=_refusal_detail(rejected, token),
             )
         except Exception as error:
             # E.g. an `exp` of 400 digits overflows a float: the token is malformed, whoever signed it.
@@ -210,6 +246,13 @@ class BearerAdmission:
             return deny(
                 self.challenges.invalid_token(request_id, "token claims are not valid Unicode text"),
                 "malformed_token",
+            )
+        unsafe = _unsafe_identity(principal)
+        if unsafe is not None:
+            return deny(
+                self.challenges.invalid_token(request_id, unsafe.description),
+                unsafe.reason,
+                detail=_refusal_detail(unsafe, token),
             )
         revoked = self.revocations.check(principal)
         if revoked is not None:
