@@ -46,6 +46,8 @@ SERVER_ENV = {
     # creates whenever the worker falls behind, and refusals are not what is measured.
     "AML_MCP_TASKS__MAX_ACTIVE_PER_PRINCIPAL": "1000000",
     "AML_MCP_TASKS__MAX_ACTIVE_PER_TENANT": "1000000",
+    # Nor may the per-principal create window (finished tasks count) cut the create runs short.
+    "AML_MCP_TASKS__MAX_CREATED_PER_PRINCIPAL_PER_WINDOW": "1000000000",
 }
 
 

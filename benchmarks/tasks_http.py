@@ -135,8 +135,12 @@ def aml_app(data_dir: Path):  # type: ignore[no-untyped-def]
     from aml_mcp.app import build_app
     from aml_mcp.config import AuthSettings, Settings
     from aml_mcp.conformance.fixtures import fixture_catalog
+    from aml_mcp.tasks.settings import TaskSettings
 
-    settings = Settings(data_dir=data_dir, log_level="warning", auth=AuthSettings(enabled=False))
+    # One anonymous caller makes every task: the per-principal create window (finished tasks
+    # count) would refuse most of a create run, and refusals are not what is measured.
+    tasks = TaskSettings(max_created_per_principal_per_window=1_000_000_000)
+    settings = Settings(data_dir=data_dir, log_level="warning", auth=AuthSettings(enabled=False), tasks=tasks)
     return build_app(settings, catalog=fixture_catalog())
 
 
