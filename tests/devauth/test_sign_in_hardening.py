@@ -28,11 +28,10 @@ from tests.support.oauth import SecuredServer, consent_form
 CALLBACK = "http://127.0.0.1:5555/callback"
 """The review probe's redirect URI (the command-line client accepts any loopback port)."""
 
-SECURITY_HEADERS = {
-    "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
-    "x-content-type-options": "nosniff",
-}
+SECURITY_HEADERS = {"x-frame-options": "DENY", "x-content-type-options": "nosniff"}
+CONSENT_PAGE = "same-origin"
+"""The consent page's referrer policy: a browser posts a form from a `no-referrer` page with
+`Origin: null`, which the server refuses (`test_sign_in_browser.py` signs in with Chromium)."""
 
 
 @pytest.fixture
@@ -63,8 +62,8 @@ def _directives(policy: str) -> dict[str, str]:
     }
 
 
-def _assert_page_headers(answer: httpx.Response) -> dict[str, str]:
-    for name, value in SECURITY_HEADERS.items():
+def _assert_page_headers(answer: httpx.Response, referrer: str = "no-referrer") -> dict[str, str]:
+    for name, value in {**SECURITY_HEADERS, "referrer-policy": referrer}.items():
         assert answer.headers.get(name) == value, (name, answer.status_code, dict(answer.headers))
     policy = _directives(answer.headers["content-security-policy"])
     assert policy["frame-ancestors"] == "'none'"
@@ -87,7 +86,7 @@ def test_the_consent_page_sends_anti_framing_headers_and_a_tight_csp_on_get_and_
     with httpx.Client(timeout=15) as browser:
         page = browser.get(url)
         assert page.status_code == 200
-        policy = _assert_page_headers(page)
+        policy = _assert_page_headers(page, CONSENT_PAGE)
         # Exactly the page's own inline style is allowed, and it has no script of any kind.
         assert policy["style-src"] == _style_source(page.text)
         assert "<script" not in page.text.lower() and not re.search(r"\son[a-z]+=", page.text)
@@ -97,7 +96,7 @@ def test_the_consent_page_sends_anti_framing_headers_and_a_tight_csp_on_get_and_
 
         wrong = browser.post(url, data=consent_form(page.text, "carol", "wrong", "approve"))
         assert wrong.status_code == 401
-        _assert_page_headers(wrong)
+        _assert_page_headers(wrong, CONSENT_PAGE)
         approved = browser.post(url, data=consent_form(page.text, "carol", None, "approve"))
         assert approved.status_code == 302 and approved.headers["location"].startswith(CALLBACK)
         _assert_page_headers(approved)
@@ -124,7 +123,7 @@ def test_an_ipv6_loopback_client_is_not_stranded_by_form_action(server: SecuredS
     with httpx.Client(timeout=15) as browser:
         page = browser.get(_authorize_url(server, "http://[::1]:5555/callback"))
     assert page.status_code == 200
-    assert "form-action" not in _assert_page_headers(page)
+    assert "form-action" not in _assert_page_headers(page, CONSENT_PAGE)
 
 
 def _post(browser: httpx.Client, url: str, fields_from: str, user: str, password: str) -> httpx.Response:
@@ -144,7 +143,7 @@ def test_the_review_probe_sixty_wrong_passwords_then_the_right_one_is_backed_off
             if answer.status_code == 429:
                 assert int(answer.headers["retry-after"]) >= 1
                 assert "Too many sign-in attempts" in answer.text
-                _assert_page_headers(answer)
+                _assert_page_headers(answer, CONSENT_PAGE)
         # Five attempts are checked; then the backoff refuses nearly all the rest unchecked (an
         # attempt that arrives after a backoff ended is checked, and doubles the next one).
         assert statuses[:6] == [401] * 5 + [429], statuses

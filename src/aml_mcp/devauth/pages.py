@@ -7,7 +7,8 @@ to this server by an HMAC so another site cannot post a consent on the user's be
 
 Every page is sent with `page_headers()`: no other site may frame it (a framed consent page is a
 clickjacking target: the user's click on "Approve" lands in someone else's page), it loads nothing
-but its one inline style (allowed by its hash; no script at all), and no `Referer` leaves it.
+but its one inline style (allowed by its hash; no script at all), and no `Referer` leaves for
+another site.
 """
 
 from __future__ import annotations
@@ -37,27 +38,35 @@ _CSP_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?")
 """An origin a CSP source expression can name (IPv6 literals cannot be written in one)."""
 
 
-def page_headers(redirect_uri: str | None = None) -> dict[str, str]:
-    """The security headers of every page (and answer) the issuer sends.
+def page_headers(consent_redirect_uri: str | None = None) -> dict[str, str]:
+    """The security headers of every page (and answer) the issuer sends; for the consent page, pass
+    the redirect URI its form's answer will send the browser to.
 
     `form-action` governs where the consent form may be submitted *and where the answer to that
     submission may redirect* (browsers check redirects after a form post against it): the consent
     page therefore names the client's redirect URI's origin besides its own. When that origin
     cannot be written as a CSP source (an IPv6 loopback literal), the page leaves `form-action` out
     rather than strand the user: the form itself only ever posts to this page.
+
+    The consent page's referrer policy is `same-origin`, every other answer's `no-referrer`: from a
+    `no-referrer` page a browser posts its form with `Origin: null`, which the server's DNS-rebinding
+    guard refuses, so the person could never sign in. `same-origin` still sends no `Referer` (the
+    authorization request's URL) to any other site, the client's callback included.
     """
     form_action = " form-action 'self';"
-    if redirect_uri is not None:
-        parts = urlsplit(redirect_uri)
+    referrer_policy = "no-referrer"
+    if consent_redirect_uri is not None:
+        parts = urlsplit(consent_redirect_uri)
         origin = f"{parts.scheme}://{parts.netloc}"
         form_action = f" form-action 'self' {origin};" if _CSP_ORIGIN.fullmatch(origin) else ""
+        referrer_policy = "same-origin"
     return {
         "Content-Security-Policy": (
             f"default-src 'none'; style-src {_STYLE_SOURCE}; base-uri 'none';{form_action}"
             " frame-ancestors 'none'"
         ),
         "X-Frame-Options": "DENY",
-        "Referrer-Policy": "no-referrer",
+        "Referrer-Policy": referrer_policy,
         "X-Content-Type-Options": "nosniff",
     }
 
