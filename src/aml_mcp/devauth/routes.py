@@ -10,11 +10,11 @@ redirect URIs; anyone can register an https one, so there the user sees the erro
 of being forwarded (no open redirector, RFC 9700 §4.11.2).
 
 Every answer carries the pages' security headers (`pages.page_headers`: not framable, no script,
-no `Referer`). Password attempts on the sign-in page are counted per user and per client address in
-the store (`login_limits`); one made during a backoff is answered 429 with `Retry-After` before the
-password is compared. After each token request, the access tokens of any grant family a replay
-revoked are handed to the resource server's revocation list before the answer goes out
-(`revocations.FamilyRevocations`).
+no `Referer` to another site). Password attempts on the sign-in page are counted per user and per
+client address in the store (`login_limits`); one made during a backoff is answered 429 with
+`Retry-After` before the password is compared. After each token request, the access tokens of any
+grant family a replay revoked are handed to the resource server's revocation list before the
+answer goes out (`revocations.FamilyRevocations`).
 """
 
 from __future__ import annotations
