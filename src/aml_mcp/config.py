@@ -15,6 +15,7 @@ import re
 import stat
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
@@ -63,8 +64,9 @@ class Settings(BaseSettings):
     )
 
     host: str = "127.0.0.1"
-    """Interface to bind (`--host`). Anything but loopback needs authentication on and the development
-    authorization server off: `serve` refuses to start otherwise."""
+    """Interface to bind (`--host`). Anything but loopback needs authentication on, and the development
+    authorization server and the lab's simulation off: `serve` refuses to start otherwise (the same
+    holds for a `public_url` whose host is not loopback)."""
     port: int = Field(default=8000, ge=0, le=65535)
     """TCP port to listen on (`--port`)."""
     data_dir: Path = Path("var")
@@ -186,8 +188,33 @@ class Settings(BaseSettings):
         return f"http://{host}:{self.port}/mcp"
 
     @property
+    def simulation_served(self) -> bool:
+        """Whether the lab serves its authorization simulation: asked for, the lab served, and the
+        development authorization server (which signs the simulation's tokens) running."""
+        return self.lab.simulation and self.lab_served and self.auth.enabled and self.auth.dev.enabled
+
+    @property
     def binds_loopback(self) -> bool:
         return is_loopback_host(self.host)
+
+    @property
+    def exposed_at(self) -> str | None:
+        """Where this server is reachable beyond this machine, as configured: the bind host when it
+        is not loopback, else the public URL when its host is not loopback (a replica bound to
+        loopback behind a proxy serves whoever reaches the proxy); None when both are loopback.
+
+        A public URL whose host cannot be read counts as public: the guards built on this fail closed.
+        """
+        if not self.binds_loopback:
+            return self.host
+        if self.public_url:
+            try:
+                host = urlsplit(self.public_url).hostname
+            except ValueError:
+                host = None
+            if not is_loopback_host(host):
+                return self.public_url
+        return None
 
     def ensure_data_dir(self) -> Path:
         """The data directory, created owner-only (0700) if missing.

@@ -30,10 +30,36 @@ def test_serve_refuses_exposure(tmp_path: Path) -> None:
     def refusal(**auth: Any) -> str | None:
         return serve_refusal(Settings(host="0.0.0.0", data_dir=tmp_path, auth=AuthSettings(**auth)))  # noqa: S104
 
-    assert "authentication is off" in (refusal(enabled=False) or "")
+    assert "authentication off" in (refusal(enabled=False) or "")
     assert "development authorization server" in (refusal() or "")
     assert refusal(dev={"enabled": False}, issuers=[{"issuer": "https://id.example"}]) is None
     assert serve_refusal(Settings(data_dir=tmp_path, auth=AuthSettings(enabled=False))) is None
+
+
+@pytest.mark.parametrize(
+    "public_url",
+    ["https://aml.bank.example/mcp", "http://10.0.0.5:8000/mcp", "aml.bank.example/mcp", "http://[::2]/mcp"],
+)
+def test_a_public_url_that_is_not_loopback_is_exposure(public_url: str, tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, public_url=public_url)
+    assert settings.binds_loopback and settings.exposed_at == public_url
+    assert f"for the public URL {public_url}" in (serve_refusal(settings) or "")
+
+
+@pytest.mark.parametrize(
+    "public_url", ["http://127.0.0.1:9/mcp", "http://localhost/mcp", "http://[::1]:80/mcp"]
+)
+def test_a_loopback_public_url_is_not_exposure(public_url: str, tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, public_url=public_url)
+    assert settings.exposed_at is None and serve_refusal(settings) is None
+
+
+def test_the_simulation_is_served_only_with_the_lab_and_the_development_server(tmp_path: Path) -> None:
+    assert Settings(data_dir=tmp_path).simulation_served
+    assert not Settings(data_dir=tmp_path, lab={"simulation": False}).simulation_served
+    assert not Settings(data_dir=tmp_path, lab={"enabled": False}).simulation_served
+    no_dev = AuthSettings(dev={"enabled": False}, issuers=[{"issuer": "https://id.example"}])
+    assert not Settings(data_dir=tmp_path, auth=no_dev, lab={"enabled": True}).simulation_served
 
 
 def test_serve_refuses_to_trust_no_one_before_loading_anything(tmp_path: Path) -> None:

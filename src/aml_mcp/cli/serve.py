@@ -1,10 +1,11 @@
 """`aml-mcp serve` and `aml-mcp conformance-server`, and the safety rules around serving.
 
-`serve` refuses settings that would expose an unauthenticated server or the development issuer
-beyond loopback, checks the data directory and binds its socket (so a damaged file or a busy port
-is one line and an exit code before anything is loaded or announced), loads the demo corpus into
-an empty notes store, prints how to get a token, and runs uvicorn on the bound socket with a stop
-hook that ends listen streams before uvicorn waits for connections.
+`serve` refuses settings that would expose an unauthenticated server, the development issuer or
+the lab's simulation beyond loopback (a non-loopback `--host`, or a `--public-url` a proxy serves),
+checks the data directory and binds its socket (so a damaged file or a busy port is one line and
+an exit code before anything is loaded or announced), loads the demo corpus into an empty notes
+store, prints how to get a token, and runs uvicorn on the bound socket with a stop hook that ends
+listen streams before uvicorn waits for connections.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     refusal = serve_refusal(settings)
     if refusal is not None:
-        print(refusal, file=sys.stderr)
+        print(f"aml-mcp: {refusal}", file=sys.stderr)
         return EXIT_SETTINGS
     check_data_dir(settings)
     with _listening(settings) as (settings, sock):
@@ -197,28 +198,47 @@ def _load_demo(settings: Settings) -> None:
 
 
 def serve_refusal(settings: Settings) -> str | None:
-    """Why `serve` must not start with these settings (None: it may). Fails closed on exposure,
-    and before anything is loaded on settings under which no token could ever be accepted."""
+    """Why `serve` must not start with these settings (None: it may), in one line naming every
+    setting to change. Fails closed on exposure, and before anything is loaded on settings under
+    which no token could ever be accepted.
+
+    Exposure is judged on the bind host *and* the public URL: a replica bound to loopback behind a
+    proxy with `--public-url https://aml.bank.example/mcp` serves whoever reaches the proxy, so
+    what is for loopback only (authentication off; the development authorization server, which
+    signs in its demo users and registers any client; the lab's simulation, which signs tokens
+    with it) is refused for either.
+    """
     auth = settings.auth
-    if auth.enabled and not (auth.dev.enabled or auth.issuers or auth.introspection is not None):
+    trusts_another = bool(auth.issuers) or auth.introspection is not None
+    if auth.enabled and not (auth.dev.enabled or trusts_another):
         return (
             "refusing to serve: authentication is on but no authorization server is trusted "
             "(configure AML_MCP_AUTH__ISSUERS, or turn AML_MCP_AUTH__DEV__ENABLED back on for loopback)"
         )
-    if settings.binds_loopback:
+    where = settings.exposed_at
+    if where is None:
         return None
-    if not settings.auth.enabled:
-        return (
-            f"refusing to serve on {settings.host}: authentication is off, so only loopback is allowed "
-            "(turn AML_MCP_AUTH__ENABLED back on)"
-        )
-    if settings.auth.dev.enabled:
-        return (
-            f"refusing to serve on {settings.host}: the development authorization server (demo users, "
-            "open registration) is for loopback only; set AML_MCP_AUTH__DEV__ENABLED=false and configure "
-            "a trusted issuer in AML_MCP_AUTH__ISSUERS"
-        )
-    return None
+    loopback_only: list[str] = []
+    changes: list[str] = []
+    if not auth.enabled:
+        loopback_only.append("serving with authentication off")
+        changes.append("AML_MCP_AUTH__ENABLED=true")
+    elif auth.dev.enabled:
+        loopback_only.append("the development authorization server (demo users, open registration)")
+    if auth.dev.enabled:
+        changes.append("AML_MCP_AUTH__DEV__ENABLED=false")  # named with auth off too: it starts with auth
+    if settings.simulation_served:
+        loopback_only.append("the lab's authorization simulation")
+        changes.append("AML_MCP_LAB__SIMULATION=false")
+    if not loopback_only:
+        return None
+    place = f"on {settings.host}" if not settings.binds_loopback else f"for the public URL {where}"
+    verb = "is" if len(loopback_only) == 1 else "are"
+    issuer = "" if trusts_another else ", and configure a trusted issuer in AML_MCP_AUTH__ISSUERS"
+    return (
+        f"refusing to serve {place}: {' and '.join(loopback_only)} {verb} for loopback only; "
+        f"set {' and '.join(changes)}{issuer}"
+    )
 
 
 def command_prefix(environ: Mapping[str, str] = os.environ, argv0: str = sys.argv[0]) -> str:
@@ -311,6 +331,10 @@ def _conformance_server(args: argparse.Namespace) -> int:
         auth=AuthSettings(enabled=False),
         **shared_options(args),
     )
+    refusal = serve_refusal(settings)
+    if refusal is not None:
+        print(f"aml-mcp: {refusal}", file=sys.stderr)
+        return EXIT_SETTINGS
     check_data_dir(settings)
     with _listening(settings) as (settings, sock):
         catalog: Catalog = fixture_catalog()

@@ -15,6 +15,11 @@ class LabSettings(BaseModel):
 
     Default: on exactly when the development authorization server is on, so a production server (dev
     issuer off) does not grow a web page unless this is set to `true` explicitly."""
+    simulation: bool = True
+    """Serve the lab's authorization simulation; it needs the development authorization server.
+
+    A server reachable under a non-loopback name (`host` or `public_url`) must have it off: `serve`
+    refuses to start otherwise."""
     client_id: str = "aml-mcp-lab"
     """The OAuth client the page signs in as (public client, authorization code + PKCE). The development
     authorization server pre-registers it with the page's own address as its redirect URI; with another
