@@ -37,7 +37,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from aml_mcp.principal import Owner
-from aml_mcp.store.postgres import PostgresDatabase, storage_fault
+from aml_mcp.store.postgres import PostgresDatabase, storable, storage_fault
 from aml_mcp.store.sqlite import Migration
 from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.store import (
@@ -47,8 +47,13 @@ from aml_mcp.tasks.store import (
     QuotaExceeded,
     StorageUnavailable,
     TaskQuota,
+    UnstorableTask,
     creates_refused,
+    findable,
+    json_text,
     record_of,
+    refuse_unstorable,
+    refuse_unstorable_change,
 )
 
 logger = logging.getLogger(__name__)
@@ -147,7 +152,7 @@ _ACTIVE = "status IN ('working', 'input_required')"
 
 
 def _dump(value: Mapping[str, Any] | None) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json_text(value)
 
 
 def _b(text: str) -> bytes:
@@ -233,6 +238,7 @@ class PostgresTaskStore:
         return rows
 
     async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
+        refuse_unstorable(task)
         owner = task.owner
         row = (
             task.task_id,
@@ -329,11 +335,15 @@ class PostgresTaskStore:
         self._recovered()
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
+        if not findable(task_id, owner):
+            return None
         sql = f"SELECT {COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
         rows = await self._run(sql, _owned_args(task_id, owner, now_ms))
         return _record(rows[0]) if rows else None
 
     async def scope_of(self, task_id: str, owner: Owner, now_ms: int) -> str | None:
+        if not findable(task_id, owner):
+            return None
         sql = f"SELECT required_scope FROM tasks WHERE {_OWNED}"  # noqa: S608
         rows = await self._run(sql, _owned_args(task_id, owner, now_ms))
         return rows[0][0] if rows else None
@@ -349,6 +359,7 @@ class PostgresTaskStore:
         holder: str | None = None,
         lease_free: bool = False,
     ) -> TaskRecord | None:
+        refuse_unstorable_change(change)
         sets: list[str] = ["version = version + 1"]
         values: list[Any] = []
         for column, value in (
@@ -368,6 +379,8 @@ class PostgresTaskStore:
             values.append(now_ms)
         if change.status is not None and change.status.terminal:
             sets.append("lease_holder = NULL, lease_expires_at = NULL")
+        if not findable(task_id, owner) or not storable(holder or ""):
+            return None  # the change is storable (its JSON was written above), but no such task is
         where = [_OWNED, _ACTIVE, "version = %s"]
         args: list[Any] = [*_owned_args(task_id, owner, now_ms), expected_version]
         if holder is not None:
@@ -397,6 +410,10 @@ class PostgresTaskStore:
     async def renew(
         self, holder: str, lease_until_ms: int, now_ms: int, task_ids: Collection[str] | None = None
     ) -> LeaseReport:
+        if not storable(holder):
+            return LeaseReport(held=frozenset(), cancel_requested=frozenset())
+        if task_ids is not None:
+            task_ids = [task_id for task_id in task_ids if storable(task_id)]
         sql = (
             f"UPDATE tasks SET lease_expires_at = %s WHERE lease_holder = %s AND {_ACTIVE}"  # noqa: S608
             " AND expires_at > %s"
@@ -413,6 +430,10 @@ class PostgresTaskStore:
         )
 
     async def release(self, holder: str, handed_over: Collection[str] | None = None) -> None:
+        if not storable(holder):
+            return  # nobody can hold a lease under such a name
+        if handed_over is not None:
+            handed_over = [task_id for task_id in handed_over if storable(task_id)]
         args: list[Any]
         if handed_over is None:
             counted, args = "1", [holder]
@@ -425,6 +446,8 @@ class PostgresTaskStore:
         await self._run(sql, args)
 
     async def abandon(self, task_id: str, holder: str) -> None:
+        if not (storable(task_id) and storable(holder)):
+            return
         await self._run(
             "UPDATE tasks SET lease_holder = NULL, lease_expires_at = NULL"  # noqa: S608
             f" WHERE task_id = %s AND lease_holder = %s AND {_ACTIVE}",
@@ -439,6 +462,9 @@ class PostgresTaskStore:
         limit: int,
         exclude: Collection[str] = (),
     ) -> list[TaskRecord]:
+        if not storable(holder):
+            raise UnstorableTask("a lease holder holds U+0000 or an unpaired surrogate")
+        exclude = [task_id for task_id in exclude if storable(task_id)]
         # MATERIALIZED: the locking subquery runs once, so no more than `limit` rows are taken.
         sql = (
             "WITH c AS MATERIALIZED ("  # noqa: S608

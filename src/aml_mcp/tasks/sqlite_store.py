@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 from aml_mcp.principal import Owner
+from aml_mcp.store.postgres import storable
 from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.store import (
@@ -29,8 +30,13 @@ from aml_mcp.tasks.store import (
     QuotaExceeded,
     StorageUnavailable,
     TaskQuota,
+    UnstorableTask,
     creates_refused,
+    findable,
+    json_text,
     record_of,
+    refuse_unstorable,
+    refuse_unstorable_change,
 )
 
 logger = logging.getLogger(__name__)
@@ -123,7 +129,7 @@ oldest one's `created_at`). Expired rows count too: the sweeper keeps them until
 
 
 def _dump(value: Mapping[str, Any] | None) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json_text(value)
 
 
 def _owned_args(task_id: str, owner: Owner, now_ms: int) -> tuple[Any, ...]:
@@ -240,6 +246,7 @@ class SqliteTaskStore:
             raise fault from exc
 
     async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
+        refuse_unstorable(task)
         row = (
             task.task_id,
             task.owner.issuer,
@@ -307,12 +314,16 @@ class SqliteTaskStore:
     # task under load, mostly GIL hand-offs). WAL readers never wait for the writer.
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
+        if not findable(task_id, owner):
+            return None
         sql = f"SELECT {COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
         args = _owned_args(task_id, owner, now_ms)
         row = self._read_now(lambda conn: conn.execute(sql, args).fetchone())
         return _record(row) if row is not None else None
 
     async def scope_of(self, task_id: str, owner: Owner, now_ms: int) -> str | None:
+        if not findable(task_id, owner):
+            return None
         sql = f"SELECT required_scope FROM tasks WHERE {_OWNED}"  # noqa: S608
         args = _owned_args(task_id, owner, now_ms)
         row = self._read_now(lambda conn: conn.execute(sql, args).fetchone())
@@ -329,6 +340,7 @@ class SqliteTaskStore:
         holder: str | None = None,
         lease_free: bool = False,
     ) -> TaskRecord | None:
+        refuse_unstorable_change(change)
         sets: list[str] = ["version = version + 1"]
         values: list[Any] = []
         for column, value in (
@@ -351,6 +363,8 @@ class SqliteTaskStore:
             values.append(now_ms)
         if change.status is not None and change.status.terminal:
             sets.append("lease_holder = NULL, lease_expires_at = NULL")
+        if not findable(task_id, owner) or not storable(holder or ""):
+            return None  # the change is storable (its JSON was written above), but no such task is
         where = [_OWNED, _ACTIVE, "version = ?"]
         args: list[Any] = [*_owned_args(task_id, owner, now_ms), expected_version]
         if holder is not None:
@@ -372,6 +386,10 @@ class SqliteTaskStore:
     async def renew(
         self, holder: str, lease_until_ms: int, now_ms: int, task_ids: Collection[str] | None = None
     ) -> LeaseReport:
+        if not storable(holder):
+            return LeaseReport(held=frozenset(), cancel_requested=frozenset())
+        if task_ids is not None:
+            task_ids = [task_id for task_id in task_ids if storable(task_id)]
         sql = (
             f"UPDATE tasks SET lease_expires_at = ? WHERE lease_holder = ? AND {_ACTIVE}"  # noqa: S608
             " AND expires_at > ?"
@@ -392,6 +410,10 @@ class SqliteTaskStore:
         return await self._write(apply)
 
     async def release(self, holder: str, handed_over: Collection[str] | None = None) -> None:
+        if not storable(holder):
+            return  # nobody can hold a lease under such a name
+        if handed_over is not None:
+            handed_over = [task_id for task_id in handed_over if storable(task_id)]
         counted = "1" if handed_over is None else "(task_id IN (SELECT value FROM json_each(?)))"
         sql = (
             f"UPDATE tasks SET lease_expires_at = 0, handovers = handovers + {counted}"  # noqa: S608
@@ -401,6 +423,8 @@ class SqliteTaskStore:
         await self._write(lambda conn: conn.execute(sql, args))
 
     async def abandon(self, task_id: str, holder: str) -> None:
+        if not (storable(task_id) and storable(holder)):
+            return
         await self._write(
             lambda conn: conn.execute(
                 "UPDATE tasks SET lease_holder = NULL, lease_expires_at = NULL"  # noqa: S608
@@ -417,6 +441,9 @@ class SqliteTaskStore:
         limit: int,
         exclude: Collection[str] = (),
     ) -> list[TaskRecord]:
+        if not storable(holder):
+            raise UnstorableTask("a lease holder holds U+0000 or an unpaired surrogate")
+        exclude = [task_id for task_id in exclude if storable(task_id)]
         sql = (
             "UPDATE tasks SET lease_holder = ?, lease_expires_at = ?, attempts = attempts + 1"  # noqa: S608
             " WHERE task_id IN ("

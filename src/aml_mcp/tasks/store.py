@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from aml_mcp.principal import Owner
+from aml_mcp.store.postgres import storable
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
 
 
@@ -43,6 +44,65 @@ class Change:
     error: Mapping[str, Any] | None = None
     cancel_requested: bool | None = None
     touch: bool = True
+
+
+class UnstorableTask(ValueError):
+    """A write holding text no task store keeps as written, refused before anything is sent.
+
+    The rule is the same on SQLite and PostgreSQL: ids, tool, scope and lease holder are `TEXT`
+    on PostgreSQL, which cannot hold U+0000, so none may hold it; nothing anywhere may hold an
+    unpaired surrogate (neither driver can encode one). Owners are kept as bytes on PostgreSQL
+    and JSON documents escape NUL, so those may hold U+0000. A lookup by such a value is no
+    refusal: it simply finds nothing."""
+
+
+def unicode_text(value: str) -> bool:
+    """Whether `value` is valid Unicode (no unpaired surrogate), which both drivers can encode."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _owner_text(owner: Owner) -> bool:
+    return all(unicode_text(value) for value in (owner.issuer, owner.subject, owner.tenant, owner.client_id))
+
+
+def findable(task_id: str, owner: Owner) -> bool:
+    """Whether a task with this id and owner could be stored at all: when not, a lookup answers
+    "no such task" without asking the database (which would fail on the value, not miss it)."""
+    return storable(task_id) and _owner_text(owner)
+
+
+def refuse_unstorable(task: TaskRecord) -> None:
+    """Raise `UnstorableTask` unless every text of a new task is one both stores keep as written
+    (its JSON documents are checked as they are written, by `json_text`)."""
+    columns = (task.task_id, task.tool, task.scope, task.lease_holder)
+    if not all(storable(value) for value in columns if value is not None):
+        raise UnstorableTask("a task id, tool, scope or lease holder holds U+0000 or an unpaired surrogate")
+    if not _owner_text(task.owner) or not unicode_text(task.status_message or ""):
+        raise UnstorableTask("a task's owner or status message holds an unpaired surrogate")
+
+
+def refuse_unstorable_change(change: Change) -> None:
+    """Raise `UnstorableTask` unless the change's status message can be stored (its JSON documents
+    are checked as they are written, by `json_text`)."""
+    if not unicode_text(change.status_message or ""):
+        raise UnstorableTask("a status message holds an unpaired surrogate")
+
+
+def json_text(value: Mapping[str, Any] | None) -> str | None:
+    """A JSON column as both stores write it (compact, non-ASCII kept), or `UnstorableTask` when the
+    document holds an unpaired surrogate: JSON escapes U+0000, but neither driver can send that."""
+    if value is None:
+        return None
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if not unicode_text(text):
+        raise UnstorableTask("a task's JSON document holds an unpaired surrogate")
+    return text
 
 
 class StorageUnavailable(Exception):
