@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -41,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aml_mcp.aml.notes import CaseNote, Subject, normalise_identifier, normalise_name, validate_tenant
+from aml_mcp.store.postgres import storable
 from aml_mcp.store.sqlite import (
     DatabaseFileError,
     integrity_problem,
@@ -102,8 +104,55 @@ class NotesDamagedError(DatabaseFileError):
 
 
 class UnstorableNoteError(ValueError):
-    """A note holds text the store cannot keep as written (PostgreSQL `TEXT` refuses U+0000 and
-    unpaired surrogates); the whole batch is refused before anything is written."""
+    """A note holds text the stores do not keep as written (PostgreSQL `TEXT` refuses U+0000, no
+    driver sends an unpaired surrogate); both stores refuse the whole batch before anything is
+    written, so a file is refused alike wherever it is ingested."""
+
+
+LEXICAL_EXPRESSION = re.compile(r'^"([^\W_]+)"(?:( OR | AND )"[^\W_]+")*$')
+"""The lexical expressions a notes store takes (what `search.lexical` builds): double-quoted words
+of letters and digits, joined by ` OR ` or by ` AND `."""
+
+
+def checked_expression(match: str) -> str:
+    """`match` if it is a lexical expression both stores read alike, else `ValueError`.
+
+    SQLite would hand anything else to FTS5 as its own query syntax (a syntax error, or a query
+    PostgreSQL reads differently); refused here, a hostile expression gets one answer on both."""
+    if not LEXICAL_EXPRESSION.fullmatch(match):
+        raise ValueError("a lexical expression is quoted words joined by OR or by AND")
+    if ' OR "' in match and ' AND "' in match:
+        raise ValueError("a lexical expression joins its words by OR or by AND, not both")
+    return match
+
+
+def refuse_unstorable_note(note: CaseNote) -> None:
+    """Raise `UnstorableNoteError` when `note` holds text a notes store does not keep as written:
+    U+0000 (PostgreSQL `TEXT` cannot hold it) or an unpaired surrogate (neither driver can send
+    it). Both stores refuse such a note, so a file ingests the same way wherever it goes."""
+    try:
+        note.model_dump_json(exclude={"text"})
+    except ValueError as exc:
+        raise UnstorableNoteError(f"note {note.note_id!r} cannot be stored: {exc}") from exc
+    texts = [
+        note.note_id,
+        note.case_id,
+        note.text,
+        typology_column(note.typologies),
+        subjects_text(note.subjects),
+        identifiers_text(note),
+    ]
+    if not all(storable(text) for text in texts) or not all(storable(v) for v, _ in identifier_rows(note)):
+        raise UnstorableNoteError(
+            f"note {note.note_id!r} holds a NUL character (U+0000) or an unpaired surrogate, "
+            "which the notes store does not keep: remove it and ingest again"
+        )
+
+
+def refuse_unstorable_space(space: str) -> None:
+    """Raise `UnstorableNoteError` for a vector space name no store keeps as written."""
+    if not storable(space):
+        raise UnstorableNoteError("a vector space name holds U+0000 or an unpaired surrogate")
 
 
 class NotesUnavailableError(RuntimeError):
@@ -164,10 +213,16 @@ class NoteFilter:
         if self.date_to_ts is not None:
             clauses.append("n.created_ts <= ?")
             params.append(self.date_to_ts)
-        if self.case_id is not None:
+        # A value no store can hold equals no stored value: the filter matches nothing (and a NUL
+        # would end the LIKE pattern early, so that it matched every note).
+        if self.case_id is not None and not storable(self.case_id):
+            clauses.append("0")
+        elif self.case_id is not None:
             clauses.append("n.case_id = ?")
             params.append(self.case_id)
-        if self.typology is not None:
+        if self.typology is not None and not storable(self.typology):
+            clauses.append("0")
+        elif self.typology is not None:
             clauses.append("n.typologies LIKE ? ESCAPE '\\'")
             escaped = self.typology.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             params.append(f"%|{escaped}|%")
@@ -286,7 +341,9 @@ class NoteStore:
         return contextlib.nullcontext()
 
     def moving(self, tenant: str) -> contextlib.AbstractContextManager[bool]:
-        """Always this process's to move: one data directory's server is one process."""
+        """Always this process's to move: one data directory's server is one process (the tenant
+        is validated all the same, as `tenant` does, so both stores refuse the same names)."""
+        validate_tenant(tenant)
         return contextlib.nullcontext(True)
 
     def tenant(self, tenant: str) -> TenantNotes:
@@ -409,6 +466,9 @@ class TenantNotes:
         """
         if len(notes) != len(embeddings):
             raise ValueError("one embedding per note is required")
+        refuse_unstorable_space(space)
+        for note in notes:
+            refuse_unstorable_note(note)
         blobs = np.ascontiguousarray(embeddings, dtype=np.float16)
         replaced = 0
         with self._store._transaction() as conn:
@@ -503,6 +563,7 @@ class TenantNotes:
         to another embedder. With `generation` (read before the vectors were computed), refuses
         when any write happened since: a note re-ingested meanwhile may even reuse its row id.
         """
+        refuse_unstorable_space(space)
         with self._store._transaction() as conn:
             tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
             if tenant_id is None:
@@ -581,9 +642,12 @@ class TenantNotes:
                 if term not in stats.df:
                     if len(stats.df) > _DF_CACHE_SIZE:
                         stats.df.clear()
+                    if not storable(term):  # no note holds it (PostgreSQL counts it as no word)
+                        stats.df[term] = 0
+                        continue
                     found = conn.execute(
                         f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ?",  # noqa: S608
-                        (f'"{term}"',),
+                        ('"' + term.replace('"', '""') + '"',),  # one FTS5 string, quotes doubled
                     ).fetchone()
                     stats.df[term] = int(found[0])
             return TermStatistics(stats.documents, {term: stats.df[term] for term in terms})
@@ -594,6 +658,7 @@ class TenantNotes:
         The FTS table is the tenant's own, so without filters no join with `notes` is needed
         (that join costs a row lookup per matching document).
         """
+        checked_expression(match)
         with self._store._reading() as conn:
             tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
             if tenant_id is None:
@@ -622,6 +687,7 @@ class TenantNotes:
         Why unranked: a caller that only needs to know which notes match (the all-terms lift)
         would pay for BM25 on every match; without `ORDER BY` FTS5 stops at `limit`.
         """
+        checked_expression(match)
         with self._store._reading() as conn:
             tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
             if tenant_id is None:
@@ -642,6 +708,7 @@ class TenantNotes:
 
     def identifier_matches(self, values: Sequence[str], where: NoteFilter) -> dict[int, list[str]]:
         """Notes with an identifier (normalised) in `values`: rowid -> the kinds:values matched."""
+        values = [value for value in values if storable(value)]  # the others match no identifier
         if not values:
             return {}
         with self._store._reading() as conn:
@@ -680,6 +747,8 @@ class TenantNotes:
         return {int(r[0]): note_from_row(r[1], r[2]) for r in rows}
 
     def by_note_id(self, note_id: str) -> CaseNote | None:
+        if not storable(note_id):
+            return None
         with self._store._reading() as conn:
             tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
             if tenant_id is None:
@@ -691,6 +760,8 @@ class TenantNotes:
 
     def case_notes(self, case_id: str) -> list[CaseNote]:
         """All notes of one case of this tenant, oldest first (empty for unknown or foreign cases)."""
+        if not storable(case_id):
+            return []
         with self._store._reading() as conn:
             tenant_id = self._store._tenant_id(conn, self.tenant, create=False)
             if tenant_id is None:

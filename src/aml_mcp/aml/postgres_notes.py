@@ -28,7 +28,8 @@ Why this shape:
   two replicas ingesting into one bank, or creating its partition, take turns instead of failing.
 * **Text PostgreSQL cannot hold**: `TEXT` refuses U+0000 and psycopg cannot encode unpaired
   surrogates. A note holding either is refused (`UnstorableNoteError`) before anything is
-  written; a lookup by such a value finds nothing (no stored value can equal it).
+  written, by both stores alike; a lookup by such a value finds nothing (no stored value can
+  equal it), and a tenant name holding one is no bank's.
 
 Why a synchronous pool of its own (`psycopg_pool.ConnectionPool`) rather than the app's async
 `PostgresDatabase` pool: the notes API is synchronous and runs in worker threads (searches, case
@@ -62,12 +63,14 @@ from aml_mcp.aml.note_store import (
     NotesUnavailableError,
     TenantVectors,
     TermStatistics,
-    UnstorableNoteError,
     VectorSpaceMismatchError,
+    checked_expression,
     identifier_rows,
     identifiers_text,
     load_vectors,
     note_from_row,
+    refuse_unstorable_note,
+    refuse_unstorable_space,
     subjects_text,
     typology_column,
 )
@@ -134,18 +137,14 @@ _RANK_WEIGHTS = "{0.1, 0.2, 0.67, 1.0}"
 """`ts_rank_cd` weights for D, C, B, A: the text (B) counts 2/3 of the subjects and identifiers (A)."""
 _CONFIG: LiteralString = "'english'::regconfig"
 _DF_CACHE_SIZE = 50_000
-_EXPRESSION = re.compile(r'^"([^\W_]+)"(?:( OR | AND )"[^\W_]+")*$')
 _TERM = re.compile(r'"([^\W_]+)"')
 
 
 def parse_expression(match: str) -> tuple[str, list[str]]:
-    """(`"||"` or `"&&"`, terms) of an expression `search.lexical` builds; `ValueError` for others."""
-    if not _EXPRESSION.fullmatch(match):
-        raise ValueError("a lexical expression is quoted words joined by OR or by AND")
-    has_or, has_and = ' OR "' in match, ' AND "' in match
-    if has_or and has_and:
-        raise ValueError("a lexical expression joins its words by OR or by AND, not both")
-    return ("&&" if has_and else "||"), _TERM.findall(match)
+    """(`"||"` or `"&&"`, terms) of an expression `search.lexical` builds; `ValueError` for others
+    (the grammar both stores take, `note_store.checked_expression`)."""
+    checked_expression(match)
+    return ("&&" if ' AND "' in match else "||"), _TERM.findall(match)
 
 
 def _tsquery(operator: str, count: int) -> sql.Composable:
@@ -336,6 +335,7 @@ class PostgresNoteStore:
         """Try to take the bank's move lock (never waits): True while this replica re-embeds it,
         False when another one does. Held on one pooled connection for the whole move; a replica
         that dies releases it with its connection."""
+        validate_tenant(tenant)
         with self._connection() as conn:
             row = conn.execute(
                 "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_MOVE_LOCK, tenant)
@@ -405,11 +405,15 @@ class PostgresTenantNotes:
         """Insert or replace `notes` with their `embeddings` in one transaction (as `TenantNotes`).
 
         Refuses the whole batch (`UnstorableNoteError`) when a note holds text PostgreSQL cannot
-        store. Returns how many notes replaced an existing note id (a note id repeated within the
-        batch counts as replacing its earlier copy, as in SQLite).
+        store (as SQLite does: `refuse_unstorable_note`). Returns how many notes replaced an
+        existing note id (a note id repeated within the batch counts as replacing its earlier
+        copy, as in SQLite).
         """
         if len(notes) != len(embeddings):
             raise ValueError("one embedding per note is required")
+        refuse_unstorable_space(space)
+        for note in notes:
+            refuse_unstorable_note(note)
         blobs = np.ascontiguousarray(embeddings, dtype=np.float16)
         latest: dict[str, int] = {}
         for position, note in enumerate(notes):
@@ -418,10 +422,7 @@ class PostgresTenantNotes:
         idents: list[tuple[str, str, int]] = []  # value, kind, position in rows
         for position in sorted(latest.values()):
             note = notes[position]
-            try:
-                doc = note.model_dump_json(exclude={"text"})
-            except ValueError as exc:
-                raise UnstorableNoteError(f"note {note.note_id!r} cannot be stored: {exc}") from exc
+            doc = note.model_dump_json(exclude={"text"})
             values = (
                 note.note_id,
                 note.case_id,
@@ -433,13 +434,6 @@ class PostgresTenantNotes:
                 doc,
             )
             found = identifier_rows(note)
-            if not all(storable(v) for v in values if isinstance(v, str)) or not all(
-                storable(v) for v, _ in found
-            ):
-                raise UnstorableNoteError(
-                    f"note {note.note_id!r} holds a NUL character (U+0000) or an unpaired surrogate, "
-                    "which the shared (PostgreSQL) notes store cannot keep: remove it and ingest again"
-                )
             idents.extend((value, kind, len(rows)) for value, kind in found)
             rows.append((*values, blobs[position].tobytes()))
         within_batch = len(notes) - len(latest)
@@ -496,6 +490,7 @@ class PostgresTenantNotes:
         generation: int | None = None,
     ) -> None:
         """Swap every note vector of this bank for one made in `space`, in one transaction."""
+        refuse_unstorable_space(space)
         with self._store._connection() as conn, conn.transaction():
             tenant_id = self._store._writing(conn, self.tenant, create=False)
             if tenant_id is None:
@@ -761,6 +756,12 @@ class PostgresIdentifierDirectory:
         wanted = sorted(v for v in values if storable(v))
         if not wanted:
             return set()
+        if not storable(tenant):  # no bank is called that, so it has no notes: every bank is another
+            with self._store._connection() as conn:
+                rows = conn.execute(
+                    "SELECT DISTINCT value FROM aml_note_identifiers WHERE value = ANY(%s)", (wanted,)
+                ).fetchall()
+            return {str(r[0]) for r in rows}
         with self._store._connection() as conn:
             rows = conn.execute(
                 "SELECT DISTINCT i.value FROM aml_note_identifiers i "

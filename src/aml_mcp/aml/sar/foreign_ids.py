@@ -20,6 +20,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from aml_mcp.aml.notes import normalise_identifier, normalise_name
+from aml_mcp.store.postgres import storable
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _CAPITALISED = re.compile(r"^[A-Z][A-Za-z'.-]*$")
@@ -69,6 +70,7 @@ class IdentifierDirectory:
 
     def foreign(self, tenant: str, values: Collection[str]) -> set[str]:
         """Those of `values` (normalised) found in another tenant's notes and not in `tenant`'s own."""
+        values = [value for value in values if storable(value)]  # no note holds the others
         if not values or not self._path.exists():
             return set()
         conn = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, timeout=30)
