@@ -55,6 +55,7 @@ SAMPLES: dict[str, str] = {
     "AML_MCP_DATABASE_URL": "postgresql://aml@db.bank.example:5432/aml",
     "AML_MCP_DATABASE_SCHEMA": "aml_prod",
     "AML_MCP_ROLE": "api",
+    "AML_MCP_METRICS_PORT": "9464",
 }
 """Values for variables whose type alone does not give a valid one (a URL, an import path, JSON)."""
 

@@ -42,9 +42,9 @@ from aml_mcp.devauth.wiring import DevAuth, build_dev_auth
 from aml_mcp.http.availability import RefuseWhileUnavailable
 from aml_mcp.http.endpoint import Admission, McpEndpoint
 from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
-from aml_mcp.http.health import NotReady, ReadinessProbe, healthz, readyz
+from aml_mcp.http.health import NotReady, Readiness, ReadinessProbe, healthz
 from aml_mcp.http.limits import HeaderLimits
-from aml_mcp.http.prometheus import CountRequests, ServerMetrics, metrics_endpoint
+from aml_mcp.http.prometheus import CountRequests, ServerMetrics, metrics_app
 from aml_mcp.lab.simulation import Simulation
 from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_url
 from aml_mcp.protocol.server import build_server
@@ -138,18 +138,19 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     audit_reader: AuditReader = SqliteAuditReader(database) if shared is None else PostgresAuditReader(shared)
     # Entered in this order, left in reverse: the audit trail outlives everything that records into it.
     components: list[Component] = [audit]
-    probes: list[tuple[str, ReadinessProbe]] = [("store", database.ping)]
+    # Readiness says only these codes; what each failure was is logged (and counted in the metrics).
+    probes: list[tuple[str, ReadinessProbe]] = [("store_unavailable", database.ping)]
     if shared is not None:
-        probes.append(("shared-store", shared.ping))
-    details: list[tuple[str, Callable[[], str | None]]] = []
+        probes.append(("shared_store_unavailable", shared.ping))
 
     aml: Aml | None = None
     if catalog is None:
         aml = build_aml(settings.aml, data_dir=data_dir, database=database, shared=shared)
         catalog = aml.catalog
         components.append(aml)
-        probes.append(("notes", _reporting(aml.notes_problem)))
-        details.append(("search", aml.search_progress))
+        probes.append(("notes_unavailable", _reporting(aml.notes_problem)))
+        for name, documentation, read in aml.progress_gauges():
+            metrics.gauge(name, documentation, read)
     tools = catalog.tools
     configured = settings.auth.scope_hierarchy
     hierarchy = ScopeHierarchy(configured if configured is not None else catalog.scope_hierarchy)
@@ -300,7 +301,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     if not settings.auth.audit_fail_open:
         # A decision that cannot be recorded is not made: 503 and not ready until the trail writes again.
         admission = RefuseWhileUnavailable(admission, audit.log.unavailable_reason)
-        probes.append(("audit", audit.log.ready))
+        probes.append(("audit_unavailable", audit.log.ready))
     endpoint = McpEndpoint(
         plain=plain,
         streaming=streaming,
@@ -345,11 +346,13 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
                 origins=default_origins(settings.resource_url) + settings.allowed_origins,
             )
         )
+    readiness = Readiness(probes)
+    metrics.watch_readiness(readiness)
+    # No /metrics here: it has a listener of its own (`app.state.metrics_app`, see cli/metrics_listener).
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint),
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz(probes, details), methods=["GET"]),
-        Route("/metrics", metrics_endpoint(metrics, remote=settings.metrics_remote), methods=["GET"]),
+        Route("/readyz", readiness.endpoint, methods=["GET"]),
     ]
     routes += [route for component in components for route in component.routes]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
@@ -358,6 +361,13 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     app.state.listen = listen
     app.state.audit = audit.log
     app.state.metrics = metrics
+    app.state.metrics_app = metrics_app(
+        metrics,
+        host=settings.metrics_host,
+        allowed_hosts=settings.allowed_hosts if settings.dns_rebinding_protection else None,
+        max_header_count=settings.http.max_header_count,
+        max_header_bytes=settings.http.max_header_bytes,
+    )
     return app
 
 

@@ -92,9 +92,15 @@ class Settings(BaseSettings):
     from `database_url` (needed for `api`: a task nobody shares would never run).
 
     Default: `all`."""
-    metrics_remote: bool = False
-    """Serve `/metrics` to any client, not only loopback ones. Keep it off unless the network path to
-    the port is itself restricted: the metrics show which tools are used and how much."""
+    metrics_host: str = "127.0.0.1"
+    """Interface the metrics listener binds (`--metrics-host`). The metrics show which tools are used
+    and how much: keep it on loopback, or on an interface only the scraper reaches."""
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    """Port of the metrics listener (`--metrics-port`): `/metrics` in the Prometheus text format, on
+    a socket of its own beside the public one (the public port has no `/metrics`, so nothing behind
+    a balancer reaches it). 0 picks a free port.
+
+    Default: none, no metrics listener."""
     public_url: str | None = None
     """This server's canonical MCP endpoint URI (the RFC 8707 resource): the audience every token must
     carry. Set it when clients reach the server under another name than HOST:PORT (a proxy, a DNS name).
@@ -167,6 +173,12 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _metrics_beside_the_public_port(self) -> Settings:
+        if self.metrics_port and self.metrics_port == self.port:
+            raise ValueError("metrics_port must differ from port: /metrics has a listener of its own")
+        return self
+
+    @model_validator(mode="after")
     def _lab_signs_in(self) -> Settings:
         if self.lab.enabled and not self.auth.enabled:
             raise ValueError("lab.enabled needs auth.enabled: the page signs in like any client")
@@ -180,18 +192,18 @@ class Settings(BaseSettings):
         return self.auth.enabled and self.auth.dev.enabled
 
     @property
+    def simulation_served(self) -> bool:
+        """Whether the lab serves its authorization simulation: asked for, the lab served, and the
+        development authorization server (which signs the simulation's tokens) running."""
+        return self.lab.simulation and self.lab_served and self.auth.enabled and self.auth.dev.enabled
+
+    @property
     def resource_url(self) -> str:
         """The canonical URI of the MCP endpoint: what tokens must name as their audience."""
         if self.public_url:
             return self.public_url
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/mcp"
-
-    @property
-    def simulation_served(self) -> bool:
-        """Whether the lab serves its authorization simulation: asked for, the lab served, and the
-        development authorization server (which signs the simulation's tokens) running."""
-        return self.lab.simulation and self.lab_served and self.auth.enabled and self.auth.dev.enabled
 
     @property
     def binds_loopback(self) -> bool:

@@ -61,6 +61,7 @@ def test_the_template_renders_one_server_per_replica_with_health_checks() -> Non
     assert "server r1 127.0.0.1:9001" in config and "server r2 127.0.0.1:9002" in config
     for line in ("balance roundrobin", "option http-no-delay", "retry-on conn-failure", "uri /readyz"):
         assert line in config
+    assert "http-request deny deny_status 404 if { path_beg /metrics }" in config
 
 
 def test_the_conformance_suite_passes_through_the_balancer(cluster: Cluster) -> None:
@@ -131,16 +132,17 @@ def test_tasks_survive_kill_9_of_a_replica_and_a_worker_during_a_burst(cluster: 
                 assert seen.setdefault(task_id, state) == state, (task_id, seen[task_id], state)
         # Every replica reads the shared store for /metrics: each counts every task.
         with httpx.Client(timeout=10) as client:
-            text = client.get(f"http://127.0.0.1:{port}/metrics").text
+            text = client.get(f"http://127.0.0.1:{cluster.replica_metrics[port]}/metrics").text
         completed = [
             line for line in text.splitlines() if line.startswith('aml_mcp_tasks{status="completed"}')
         ]
         assert completed and float(completed[0].split()[-1]) >= len(created), completed
 
 
-def _open_streams(port: int) -> float:
+def _open_streams(cluster: Cluster, port: int) -> float:
+    """Open listen streams on the replica serving `port`, from its metrics listener."""
     with httpx.Client(timeout=5) as client:
-        text = client.get(f"http://127.0.0.1:{port}/metrics").text
+        text = client.get(f"http://127.0.0.1:{cluster.replica_metrics[port]}/metrics").text
     lines = [line for line in text.splitlines() if line.startswith("aml_mcp_listen_streams_open ")]
     return float(lines[0].split()[-1]) if lines else 0.0
 
@@ -158,7 +160,7 @@ def test_a_listen_stream_on_a_killed_replica_reconnects_and_gets_current_state_f
             holders = [
                 (port, proc)
                 for port, proc in cluster.replicas
-                if _open_streams(port) == 1  # found by /metrics
+                if _open_streams(cluster, port) == 1  # found by /metrics
             ]
             assert len(holders) == 1, holders
             holders[0][1].send_signal(signal.SIGKILL)

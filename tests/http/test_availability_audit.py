@@ -2,7 +2,7 @@
 
 Real faults only: the JSON-lines file is `/dev/full` (every write fails with ENOSPC, as on a full
 disk), or the table refuses every insert (a trigger in the real database). While the fault lasts,
-`/mcp` answers 503 with a JSON-RPC error and `/readyz` names `audit`; the events of the call
+`/mcp` answers 503 with a JSON-RPC error and `/readyz` says `audit_unavailable`; the events of the call
 made as the fault began are kept, and written once the fault clears, after which calls are
 admitted again without a restart. `auth.audit_fail_open` keeps serving instead.
 """
@@ -44,7 +44,7 @@ def _ready(server: SecuredServer) -> httpx.Response:
 
 def _assert_refused_while_down(server: SecuredServer) -> None:
     wait_until(lambda: _ready(server).status_code == 503, what="/readyz to report the audit failure")
-    assert _ready(server).json() == {"status": "unavailable", "failing": ["audit"]}
+    assert _ready(server).json() == {"status": "not_ready", "reasons": ["audit_unavailable"]}
     refused = _call(server, "during")
     assert refused.status_code == 503 and refused.headers["retry-after"]
     body = refused.json()

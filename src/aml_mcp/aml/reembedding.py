@@ -5,8 +5,8 @@ embedded the demo corpus before serving would keep an analyst waiting minutes. I
 (or a store from before the upgrade) is written with the static table in seconds, the server is
 ready at once (lexical search and static dense search for those tenants), and this moves each
 tenant to the transformer one at a time. A tenant switches in one transaction when all its
-vectors are done, so a search never mixes spaces. Progress is a log line per bank and a
-sentence on `/readyz`.
+vectors are done, so a search never mixes spaces. Progress is a log line per bank (which names it)
+and numbers for the metrics (`progress()`, which name no bank).
 
 Replicas sharing one notes store move each bank once: the one that takes the bank's move lock
 (`NotesBackend.moving`) embeds it, the others wait until the bank is in the target space and
@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 import anyio.to_thread
 
@@ -36,6 +37,18 @@ _WAIT_FOR_OTHER_S = 2.0
 """How often a replica checks whether the bank another replica moves has switched."""
 
 
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far the move is, in numbers only: the bank's name stays in the log."""
+
+    banks_left: int
+    """Banks not yet in the target space, the one being moved included."""
+    notes_done: int
+    """Notes of the bank being moved already embedded (0 while another replica moves it)."""
+    notes_total: int
+    """Notes of the bank being moved (0 until this process starts embedding it)."""
+
+
 class _Stopped(Exception):
     """The server is shutting down: the tenant being moved keeps its old vectors."""
 
@@ -48,11 +61,18 @@ class BackgroundReembedding:
         self._embedders = embedders
         self._stop = threading.Event()
         self._status: str | None = None
+        self._progress: Progress | None = None
         self._last_log = 0.0
 
     def status(self) -> str | None:
-        """One sentence while work remains (for `/readyz`), None when every tenant is current."""
+        """One sentence naming the bank while work remains, None when every tenant is current.
+
+        It names a bank: never for an anonymous endpoint (`progress()` has the numbers)."""
         return self._status
+
+    def progress(self) -> Progress | None:
+        """How far the move is while work remains, None when every tenant is current."""
+        return self._progress
 
     def stop(self) -> None:
         self._stop.set()
@@ -74,6 +94,7 @@ class BackgroundReembedding:
         for number, tenant in enumerate(tenants, start=1):
             label = f"bank {number} of {len(tenants)} ({tenant})"
             self._status = f"full dense quality pending: re-embedding {label}; lexical search meanwhile"
+            self._progress = Progress(banks_left=len(tenants) - number + 1, notes_done=0, notes_total=0)
             for attempt in range(1, _ATTEMPTS + 1):
                 try:
                     await anyio.to_thread.run_sync(self._move, tenant, label)
@@ -96,11 +117,15 @@ class BackgroundReembedding:
                 time.monotonic() - started,
             )
         self._status = None
+        self._progress = None
 
     def _move(self, tenant: str, label: str) -> None:
+        left = self._progress.banks_left if self._progress is not None else 1
+
         def progress(done: int, total: int) -> None:
             if self._stop.is_set():
                 raise _Stopped
+            self._progress = Progress(banks_left=left, notes_done=done, notes_total=total)
             self._status = (
                 f"full dense quality pending: re-embedding {label}, {done}/{total} notes; "
                 "lexical and static dense search meanwhile"

@@ -38,7 +38,7 @@ class AmlSettings(BaseModel):
     reembed_in_background: bool = True
     """Move banks whose stored vectors another embedder made (the demo corpus, written with the static
     table so a first start is ready in seconds; a store from before an upgrade) to `embedder` in the
-    background after start-up, one bank at a time; `/readyz` shows the progress. Off: run
+    background after start-up, one bank at a time; the log and the metrics show the progress. Off: run
     `aml-mcp reembed` yourself."""
     search_default_top_k: int = Field(default=10, ge=1, le=50)
     """`top_k` of `search_aml_notes` when the call gives none (its input schema advertises it)."""

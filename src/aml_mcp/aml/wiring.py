@@ -5,8 +5,8 @@ given the `shared` PostgreSQL database of a scaled-out deployment, `PostgresNote
 `PostgresBaselineStore` there, so every replica searches the same notes and compares with the
 same baselines. It assembles drafter, checks, evaluation and search, and returns a `Component`
 (the baseline table's schema; a lifetime that opens or checks the notes store and loads the
-embedder at start-up and closes the notes store at shutdown) with the catalog to serve, and
-`notes_problem` for the readiness probe.
+embedder at start-up and closes the notes store at shutdown) with the catalog to serve,
+`notes_problem` for the readiness probe and `progress_gauges` for the metrics.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from aml_mcp.aml.evaluation.run import Evaluator
 from aml_mcp.aml.note_store import NoteStore
 from aml_mcp.aml.notes_backend import ForeignIdentifiers, NotesBackend
 from aml_mcp.aml.postgres_notes import PostgresIdentifierDirectory, PostgresNoteStore
-from aml_mcp.aml.reembedding import BackgroundReembedding
+from aml_mcp.aml.reembedding import BackgroundReembedding, Progress
 from aml_mcp.aml.sar.batches import CaseWork
 from aml_mcp.aml.sar.checks import CheckSuite
 from aml_mcp.aml.sar.draft import TYPOLOGY_LABELS, Drafter, TemplateDrafter
@@ -92,16 +92,45 @@ class Aml:
             self.service.close()
             self.store.close()
 
-    def search_progress(self) -> str | None:
-        """While tenants are being moved to the transformer: how far (for `/readyz`), else None."""
+    def search_progress(self) -> Progress | None:
+        """While tenants are being moved to the transformer: how far, in numbers, else None."""
         for mover in self._reembedding:
-            status = mover.status()
-            if status is not None:
-                return status
+            progress = mover.progress()
+            if progress is not None:
+                return progress
         return None
 
+    def progress_gauges(self) -> list[tuple[str, str, Callable[[], float]]]:
+        """(name, help, read) of the background move's gauges, for the metrics listener. None has a
+        bank label: which bank is moving is in the log, never on an endpoint."""
+
+        def read(figure: Callable[[Progress], int]) -> Callable[[], float]:
+            def value() -> float:
+                progress = self.search_progress()
+                return 0.0 if progress is None else float(figure(progress))
+
+            return value
+
+        return [
+            (
+                "aml_mcp_reembedding_banks_left",
+                "Banks still to move to the configured embedder in the background (0: full dense quality)",
+                read(lambda p: p.banks_left),
+            ),
+            (
+                "aml_mcp_reembedding_notes_done",
+                "Notes of the bank being moved already embedded",
+                read(lambda p: p.notes_done),
+            ),
+            (
+                "aml_mcp_reembedding_notes_total",
+                "Notes of the bank being moved",
+                read(lambda p: p.notes_total),
+            ),
+        ]
+
     async def notes_problem(self) -> str | None:
-        """Why the notes store cannot serve (one line, no paths), or None: for readiness."""
+        """Why the notes store cannot serve (one line, no paths), or None: for the readiness log."""
         return await anyio.to_thread.run_sync(self.store.probe)
 
 

@@ -2,9 +2,10 @@
 
 HAProxy (round-robin, health checks on /readyz; `deploy/haproxy.cfg.template`) in front of
 `--replicas` API replicas (`--role api`), plus `--workers` workers running the task bodies, all on
-one PostgreSQL schema of their own. It prints the MCP URL on stdout, then runs until Ctrl-C or
-SIGTERM, and stops exactly the processes it started (by their PIDs), then drops the schema it
-created (a schema given with `--schema` is kept).
+one PostgreSQL schema of their own. It prints the MCP URL on stdout and each process's metrics
+listener on stderr (a loopback port of its own, which the balancer has no path to), then runs
+until Ctrl-C or SIGTERM, and stops exactly the processes it started (by their PIDs), then drops
+the schema it created (a schema given with `--schema` is kept).
 
 Every replica and worker has a data directory of its own (`replica-N/`, `worker-N/` under the
 work directory: logs' neighbours, the local audit file, the server record): everything they must
@@ -67,6 +68,16 @@ class Cluster:
     replicas: list[tuple[int, subprocess.Popen[bytes]]] = field(default_factory=list)
     """(port, process) of each API replica."""
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    replica_metrics: dict[int, int] = field(default_factory=dict)
+    """Replica port -> the port of that replica's metrics listener (loopback)."""
+    worker_metrics: list[int] = field(default_factory=list)
+    """The port of each worker's metrics listener (loopback), in the order of `workers`."""
+
+    def metrics_urls(self) -> list[tuple[str, str]]:
+        """(process, URL) of every metrics listener: replicas first, then workers."""
+        named = [(f"replica {n}", self.replica_metrics[port]) for n, (port, _) in enumerate(self.replicas, 1)]
+        named += [(f"worker {n}", port) for n, port in enumerate(self.worker_metrics, 1)]
+        return [(name, f"http://127.0.0.1:{port}/metrics") for name, port in named]
 
     @property
     def processes(self) -> list[subprocess.Popen[bytes]]:
@@ -140,8 +151,10 @@ def running_cluster(
     started: list[subprocess.Popen[bytes]] = []
     try:
         replica_ports: list[tuple[int, subprocess.Popen[bytes]]] = []
+        replica_metrics: dict[int, int] = {}
         for index in range(replicas):
             replica_port = free_port()
+            metrics_port = free_port()
             log = work / f"replica-{index + 1}.log"
             if catalog == "conformance":
                 args = [*python, "conformance-server", "--port", str(replica_port)]
@@ -149,21 +162,27 @@ def running_cluster(
                 args = [*python, "serve", "--port", str(replica_port)]
             data_dir = work / f"replica-{index + 1}"
             args += ["--data-dir", str(data_dir), "--role", "api", "--public-url", url]
+            args += ["--metrics-port", str(metrics_port)]
             proc = _spawn(args, child_env, log)
             started.append(proc)
             # One at a time: the first start creates the schema's tables and loads any demo data.
             _wait_ready(f"http://127.0.0.1:{replica_port}/readyz", proc, f"replica {index + 1}", log)
             replica_ports.append((replica_port, proc))
+            replica_metrics[replica_port] = metrics_port
         worker_procs = []
+        worker_metrics: list[int] = []
         health: list[tuple[int, subprocess.Popen[bytes], Path]] = []
         for index in range(workers):
             health_port = free_port()
+            metrics_port = free_port()
             log = work / f"worker-{index + 1}.log"
             args = [*python, "worker", "--catalog", catalog, "--data-dir", str(work / f"worker-{index + 1}")]
-            proc = _spawn([*args, "--health-port", str(health_port)], child_env, log)
+            args += ["--health-port", str(health_port), "--metrics-port", str(metrics_port)]
+            proc = _spawn(args, child_env, log)
             started.append(proc)
             worker_procs.append(proc)
             health.append((health_port, proc, log))
+            worker_metrics.append(metrics_port)
         # Started together, then awaited: ready means listening for new tasks, so nothing the
         # cluster's first client creates waits for a worker's start-up.
         for index, (health_port, proc, log) in enumerate(health):
@@ -175,7 +194,15 @@ def running_cluster(
         lb = _spawn([program, "-f", str(config), "-db"], child_env, work / "haproxy.log")
         started.append(lb)
         _wait_ready(f"http://127.0.0.1:{lb_port}/readyz", lb, "haproxy", work / "haproxy.log")
-        yield Cluster(url=url, schema=schema, haproxy=lb, replicas=replica_ports, workers=worker_procs)
+        yield Cluster(
+            url=url,
+            schema=schema,
+            haproxy=lb,
+            replicas=replica_ports,
+            workers=worker_procs,
+            replica_metrics=replica_metrics,
+            worker_metrics=worker_metrics,
+        )
     finally:
         stop_all(started)
         if own_schema:
@@ -207,6 +234,8 @@ def _cluster(args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
+            listeners = ", ".join(f"{name} {url}" for name, url in cluster.metrics_urls())
+            print(f"metrics (loopback only, not through haproxy): {listeners}", file=sys.stderr, flush=True)
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
             while not stop["signal"]:

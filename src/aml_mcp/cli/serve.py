@@ -2,10 +2,11 @@
 
 `serve` refuses settings that would expose an unauthenticated server, the development issuer or
 the lab's simulation beyond loopback (a non-loopback `--host`, or a `--public-url` a proxy serves),
-checks the data directory and binds its socket (so a damaged file or a busy port is one line and
+checks the data directory and binds its sockets (so a damaged file or a busy port is one line and
 an exit code before anything is loaded or announced), loads the demo corpus into an empty notes
 store, prints how to get a token, and runs uvicorn on the bound socket with a stop hook that ends
-listen streams before uvicorn waits for connections.
+listen streams before uvicorn waits for connections; with `--metrics-port`, a second uvicorn
+serves `/metrics` beside it (`metrics_listener`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from aml_mcp.auth.redaction import install_access_log_redaction
 from aml_mcp.catalog import Catalog
 from aml_mcp.cli.case_notes import open_notes
 from aml_mcp.cli.logs import configure_logging
+from aml_mcp.cli.metrics_listener import metrics_server, run_beside
 from aml_mcp.cli.options import trusted_issuers
 from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
 from aml_mcp.config import AuthSettings, Settings, load_settings
@@ -91,11 +93,17 @@ class _Server(uvicorn.Server):
                 captured.clear()
 
 
-def run_server(app: Starlette, settings: Settings, sock: socket.socket | None = None) -> list[int]:
+def run_server(
+    app: Starlette,
+    settings: Settings,
+    sock: socket.socket | None = None,
+    metrics_sock: socket.socket | None = None,
+) -> list[int]:
     """Serve `app` with uvicorn (on `sock` when the caller bound it first), bounded: head size,
     request read time and connections come from `settings.http` (`uvicorn_options`), so a slow or
-    endless client holds neither memory nor a connection for long. Returns the stop signals that
-    ended it (none when it stopped for another reason).
+    endless client holds neither memory nor a connection for long. With `metrics_sock`, the app's
+    `/metrics` is served there, on the same event loop, until the app's server stops. Returns the
+    stop signals that ended it (none when it stopped for another reason).
 
     uvicorn gets no logging configuration of its own (`log_config=None`): its loggers go through
     the root handler in the commands' one format (`aml_mcp.cli.logs`).
@@ -115,7 +123,11 @@ def run_server(app: Starlette, settings: Settings, sock: socket.socket | None = 
     )
     install_access_log_redaction()
     server = _Server(config, app.state.runtime)
-    server.run(sockets=None if sock is None else [sock])
+    sockets = None if sock is None else [sock]
+    if metrics_sock is None:
+        server.run(sockets=sockets)
+    else:
+        run_beside(server, sockets, metrics_server(app.state.metrics_app, settings), metrics_sock)
     return server.stopped_by
 
 
@@ -128,20 +140,23 @@ def _serve(args: argparse.Namespace) -> int:
         database_url=args.database_url,
         public_url=args.public_url,
         role=args.role,
+        metrics_host=args.metrics_host,
+        metrics_port=args.metrics_port,
     )
     refusal = serve_refusal(settings)
     if refusal is not None:
         print(f"aml-mcp: {refusal}", file=sys.stderr)
         return EXIT_SETTINGS
     check_data_dir(settings)
-    with _listening(settings) as (settings, sock):
+    with _listening(settings) as (settings, sock, metrics_sock):
         _load_demo(settings)
         single_threaded_blas()
         app = build_app(settings)
         where = f"{settings.resource_url} (data in {settings.data_dir})"
         print(f"aml-mcp serving MCP at {where}", file=sys.stderr)
         print(serve_banner(settings, command_prefix()), file=sys.stderr)
-        stopped_by = run_server(app, settings, sock)
+        _announce_metrics(settings)
+        stopped_by = run_server(app, settings, sock, metrics_sock)
     if stopped_by:
         names = ", ".join(signal.Signals(sig).name for sig in stopped_by)
         print(f"aml-mcp stopped ({names})", file=sys.stderr)
@@ -149,16 +164,38 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _listening(settings: Settings) -> Iterator[tuple[Settings, socket.socket]]:
-    """The socket bound first (a busy port fails before the demo loads or the banner claims
-    anything), with the settings naming the port actually bound when port 0 asked for any."""
+def _listening(settings: Settings) -> Iterator[tuple[Settings, socket.socket, socket.socket | None]]:
+    """The sockets bound first, the public one and the metrics listener's when `metrics_port` asks
+    for one (a busy port fails before the demo loads or the banner claims anything), with the
+    settings naming the ports actually bound when port 0 asked for any."""
     sock = bind_listener(settings.host, settings.port)
+    metrics_sock: socket.socket | None = None
     try:
         if settings.port == 0:
             settings = settings.model_copy(update={"port": int(sock.getsockname()[1])})
-        yield settings, sock
+        if settings.metrics_port is not None:
+            metrics_sock = bind_listener(settings.metrics_host, settings.metrics_port)
+            if settings.metrics_port == 0:
+                settings = settings.model_copy(update={"metrics_port": int(metrics_sock.getsockname()[1])})
+        yield settings, sock, metrics_sock
     finally:
         sock.close()
+        if metrics_sock is not None:
+            metrics_sock.close()
+
+
+def metrics_url(settings: Settings) -> str | None:
+    """Where the metrics listener answers (None: no listener)."""
+    if settings.metrics_port is None:
+        return None
+    host = f"[{settings.metrics_host}]" if ":" in settings.metrics_host else settings.metrics_host
+    return f"http://{host}:{settings.metrics_port}/metrics"
+
+
+def _announce_metrics(settings: Settings) -> None:
+    url = metrics_url(settings)
+    if url is not None:
+        print(f"metrics (Prometheus text, not on the public port): {url}", file=sys.stderr)
 
 
 def single_threaded_blas() -> None:
@@ -193,7 +230,7 @@ def _load_demo(settings: Settings) -> None:
             say(
                 "search is ready now (lexical, and dense with the static table); full dense quality "
                 f"once the demo banks are re-embedded with the transformer in the background, about "
-                f"{minutes} min on 2 cores (progress on /readyz and in the log)"
+                f"{minutes} min on 2 cores (progress in the log and in the metrics)"
             )
 
 
@@ -336,19 +373,39 @@ def _conformance_server(args: argparse.Namespace) -> int:
         print(f"aml-mcp: {refusal}", file=sys.stderr)
         return EXIT_SETTINGS
     check_data_dir(settings)
-    with _listening(settings) as (settings, sock):
+    with _listening(settings) as (settings, sock, metrics_sock):
         catalog: Catalog = fixture_catalog()
         app = build_app(settings, catalog=catalog)
         print(f"conformance fixture server at {settings.resource_url}", file=sys.stderr)
-        run_server(app, settings, sock)
+        _announce_metrics(settings)
+        run_server(app, settings, sock, metrics_sock)
     return 0
 
 
 def shared_options(args: argparse.Namespace) -> dict[str, Any]:
-    """`--database-url`, `--public-url` and `--role` as settings, only those given (the rest come
-    from the environment, e.g. `AML_MCP_DATABASE_URL`)."""
-    given = {"database_url": args.database_url, "public_url": args.public_url, "role": args.role}
+    """`--database-url`, `--public-url`, `--role` and the metrics listener's options as settings,
+    only those given (the rest come from the environment, e.g. `AML_MCP_DATABASE_URL`)."""
+    given = {
+        "database_url": args.database_url,
+        "public_url": args.public_url,
+        "role": args.role,
+        "metrics_host": args.metrics_host,
+        "metrics_port": args.metrics_port,
+    }
     return {key: value for key, value in given.items() if value is not None}
+
+
+def add_metrics_options(parser: argparse.ArgumentParser) -> None:
+    """`--metrics-host` and `--metrics-port`: the metrics listener (serve, worker, conformance-server)."""
+    parser.add_argument(
+        "--metrics-host",
+        help="interface of the metrics listener (default 127.0.0.1: keep it off the public side)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve /metrics on this port, beside the public one (default: none; 0: any free port)",
+    )
 
 
 def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
@@ -362,6 +419,7 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         choices=("all", "api"),
         help="all: answer requests and run task bodies (default); api: answer only, workers run the tasks",
     )
+    add_metrics_options(parser)
 
 
 def add_commands(commands: Any) -> None:

@@ -4,7 +4,8 @@ A worker shares the tasks on `--database-url` with the replicas: it claims tasks
 replicas create them unleased), holds them under heartbeated leases, and takes over those whose
 holder died, exactly as the in-process runner of a single server does. It answers no MCP requests:
 it runs the app's lifetime (migrations, runner, sweeper, event bus) without an HTTP listener,
-unless `--health-port` asks for `/healthz` and `/readyz` on loopback.
+unless `--health-port` asks for `/healthz` and `/readyz` on loopback; `--metrics-port` adds the
+metrics listener (its claim lag and lease takeovers are counted here, where tasks are claimed).
 
 A stop signal (SIGTERM, Ctrl-C) ends the lifetime normally, so the leases it holds are handed back
 at once instead of lapsing.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -24,14 +26,20 @@ from starlette.applications import Starlette
 
 from aml_mcp.app import build_app
 from aml_mcp.catalog import Catalog
-from aml_mcp.cli.serve import run_server
-from aml_mcp.cli.startup import EXIT_SETTINGS, check_data_dir
+from aml_mcp.cli.metrics_listener import MetricsServer, metrics_server
+from aml_mcp.cli.serve import add_metrics_options, metrics_url, run_server
+from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
 from aml_mcp.config import AuthSettings, Settings, load_settings
 
 
 def worker_settings(args: argparse.Namespace) -> Settings:
     """The settings a worker runs on; the conformance catalog runs without authentication, as its server."""
-    given: dict[str, Any] = {"database_url": args.database_url, "role": "all"}
+    given: dict[str, Any] = {
+        "database_url": args.database_url,
+        "role": "all",
+        "metrics_host": args.metrics_host,
+        "metrics_port": args.metrics_port,
+    }
     if args.health_port is not None:
         given |= {"host": "127.0.0.1", "port": args.health_port}
     if args.catalog == "conformance":
@@ -41,14 +49,24 @@ def worker_settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, data_dir=args.data_dir, **given)
 
 
-async def run_lifetime(app: Starlette) -> int | None:
-    """The app's lifetime with no listener, until SIGTERM or SIGINT; returns the signal."""
+async def run_lifetime(
+    app: Starlette, metrics: tuple[MetricsServer, socket.socket] | None = None
+) -> int | None:
+    """The app's lifetime with no listener but the metrics one (when given), until SIGTERM or
+    SIGINT; returns the signal."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with app.router.lifespan_context(app):
+        async with app.router.lifespan_context(app), anyio.create_task_group() as group:
+            if metrics is not None:
+                server, sock = metrics
+                group.start_soon(lambda: server.serve(sockets=[sock]))
             print("aml-mcp worker running task bodies", file=sys.stderr, flush=True)
-            async for received in signals:
-                app.state.runtime.begin_shutdown()
-                return int(received)
+            try:
+                async for received in signals:
+                    app.state.runtime.begin_shutdown()
+                    return int(received)
+            finally:
+                if metrics is not None:
+                    metrics[0].stop()
     return None
 
 
@@ -62,16 +80,29 @@ def _worker(args: argparse.Namespace) -> int:
         )
         return EXIT_SETTINGS
     check_data_dir(settings)
-    catalog: Catalog | None = None
-    if args.catalog == "conformance":
-        from aml_mcp.conformance.fixtures import fixture_catalog
+    metrics_sock: socket.socket | None = None
+    if settings.metrics_port is not None:
+        metrics_sock = bind_listener(settings.metrics_host, settings.metrics_port)
+        settings = settings.model_copy(update={"metrics_port": int(metrics_sock.getsockname()[1])})
+    try:
+        catalog: Catalog | None = None
+        if args.catalog == "conformance":
+            from aml_mcp.conformance.fixtures import fixture_catalog
 
-        catalog = fixture_catalog()
-    app = build_app(settings, catalog=catalog)
-    if args.health_port is not None:
-        run_server(app, settings)
-        return 0
-    stopped_by = anyio.run(run_lifetime, app)
+            catalog = fixture_catalog()
+        app = build_app(settings, catalog=catalog)
+        if (url := metrics_url(settings)) is not None:
+            print(f"metrics (Prometheus text): {url}", file=sys.stderr, flush=True)
+        if args.health_port is not None:
+            run_server(app, settings, metrics_sock=metrics_sock)
+            return 0
+        metrics = (
+            None if metrics_sock is None else (metrics_server(app.state.metrics_app, settings), metrics_sock)
+        )
+        stopped_by = anyio.run(run_lifetime, app, metrics)
+    finally:
+        if metrics_sock is not None:
+            metrics_sock.close()
     if stopped_by is not None:
         print(f"aml-mcp worker stopped ({signal.Signals(stopped_by).name})", file=sys.stderr)
     return 0
@@ -89,4 +120,5 @@ def add_commands(commands: Any) -> None:
     worker.add_argument("--data-dir", type=Path, help="local data directory (default ./var)")
     worker.add_argument("--config", type=Path, help="a TOML settings file")
     worker.add_argument("--health-port", type=int, help="serve /healthz and /readyz on this loopback port")
+    add_metrics_options(worker)
     worker.set_defaults(run=_worker)

@@ -4,17 +4,18 @@ What an operator of several replicas needs to see: MCP requests by method and ou
 `Mcp-Method` header every 2026-07-28 request carries, bounded to the methods the server knows),
 tasks by state, how long new tasks wait before a runner claims them and how many lapsed leases are
 taken over, how long task store operations take, open listen streams, and the event bus's
-reconnects and resyncs. Values that live elsewhere (stream counts, bus counters, task counts in
-the database) are read when scraped.
+reconnects and resyncs, readiness by reason code. Values that live elsewhere (stream counts, bus
+counters, task counts in the database, the readiness probes) are read when scraped.
 
-`/metrics` answers loopback clients only unless `metrics_remote` is set: the names of tools and
-the volume of work per method are not for the internet (put the scraper next to the process, or
-behind the balancer's own access rules).
+`metrics_app` serves them on a listener of its own (`metrics_port`, loopback by default), never on
+the public port: the names of tools and the volume of work per method are not for the internet,
+and behind a balancer on the same machine every request's peer is loopback, so only a port the
+balancer never forwards to keeps them in. No metric carries a tenant, subject or client label.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -26,11 +27,16 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aml_mcp.loopback import is_loopback_host
+from aml_mcp.http.guard import HostOriginGuard, default_hosts
+from aml_mcp.http.health import Readiness
+from aml_mcp.http.limits import HeaderLimits
 
 KNOWN_METHODS = frozenset(
     {
@@ -100,6 +106,7 @@ class ServerMetrics:
         )
         self.tasks = Gauge("aml_mcp_tasks", "Tasks in the store by status", ("status",), registry=registry)
         self._task_counts: TaskCounts | None = None
+        self._refreshes: list[Callable[[], Awaitable[object]]] = []
 
     def claimed(self, created_at_ms: int, attempts: int, now_ms: int) -> None:
         """A runner claimed a task: its first run (claim lag) or a takeover."""
@@ -124,7 +131,28 @@ class ServerMetrics:
         """Counters owned elsewhere (name → (help, value)), read at every scrape."""
         self.registry.register(_ReadCounters(read))
 
+    def watch_readiness(self, readiness: Readiness) -> None:
+        """`aml_mcp_ready` (1 or 0) and `aml_mcp_not_ready{reason}` (1 per failing probe, a series per
+        reason code), from the probes run afresh at every scrape: alerts need no `/readyz` poller."""
+        ready = Gauge("aml_mcp_ready", "1 when every readiness probe passes", registry=self.registry)
+        not_ready = Gauge(
+            "aml_mcp_not_ready",
+            "1 for each readiness probe failing, by reason code (the reason itself is in the log)",
+            ("reason",),
+            registry=self.registry,
+        )
+
+        async def refresh() -> None:
+            failing = await readiness.check()
+            ready.set(0 if failing else 1)
+            for code in readiness.reasons:
+                not_ready.labels(reason=code).set(1 if code in failing else 0)
+
+        self._refreshes.append(refresh)
+
     async def render(self) -> bytes:
+        for refresh in self._refreshes:
+            await refresh()
         if self._task_counts is not None:
             counts = await self._task_counts()
             for status in ("working", "input_required", "completed", "failed", "cancelled"):
@@ -170,11 +198,30 @@ class CountRequests:
         await self._app(scope, receive, counting_send)
 
 
-def metrics_endpoint(metrics: ServerMetrics, *, remote: bool) -> Callable[[Request], Awaitable[Response]]:
+def metrics_endpoint(metrics: ServerMetrics) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
-        client = request.client.host if request.client is not None else None
-        if not remote and not is_loopback_host(client):
-            return PlainTextResponse("metrics are served to loopback clients only\n", status_code=403)
         return Response(await metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     return endpoint
+
+
+def metrics_app(
+    metrics: ServerMetrics,
+    *,
+    host: str,
+    allowed_hosts: Sequence[str] | None,
+    max_header_count: int,
+    max_header_bytes: int,
+) -> Starlette:
+    """The app of the metrics listener bound to `host`: `GET /metrics` and nothing else, behind the
+    public app's header limits and its DNS-rebinding guard (a web page whose name resolves to this
+    machine must not read the metrics on a loopback port either): the `Host` must be loopback,
+    `host` or one of `allowed_hosts`, and no browser `Origin` is accepted. `allowed_hosts` None: no
+    guard (`dns_rebinding_protection` off)."""
+    middleware = [Middleware(HeaderLimits, max_count=max_header_count, max_bytes=max_header_bytes)]
+    if allowed_hosts is not None:
+        name = f"[{host}]" if ":" in host else host
+        hosts = [*default_hosts(""), name, f"{name}:*", *allowed_hosts]
+        middleware.append(Middleware(HostOriginGuard, hosts=hosts, origins=()))
+    routes = [Route("/metrics", metrics_endpoint(metrics), methods=["GET"])]
+    return Starlette(routes=routes, middleware=middleware)

@@ -1,0 +1,89 @@
+"""`/metrics` lives on a listener of its own, never on the public port (review finding N3).
+
+Behind a balancer on the same machine every request's TCP peer is loopback, so the old "loopback
+clients only" check let anyone who reached the balancer read the metrics. Now the public app has
+no `/metrics` route at all, and `--metrics-port` starts a second listener (loopback by default, off
+unless asked) in the same process, serving the same registry and nothing else. Everything here runs
+the real `aml-mcp serve` in a child process over real HTTP.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import httpx
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.http.announced import AnnouncedServer
+from tests.support.mcp_http import message, post
+
+SMALL_DEMO = {"AML_MCP_AML__DEMO_NOTES_PER_TENANT": "40"}
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def listening(pid: int) -> dict[int, str]:
+    """Port -> bound address of every TCP socket process `pid` listens on."""
+    sockets = psutil.Process(pid).net_connections(kind="tcp")
+    return {s.laddr.port: s.laddr.ip for s in sockets if s.status == psutil.CONN_LISTEN}
+
+
+def test_metrics_are_served_on_their_own_loopback_listener_and_not_on_the_public_port(tmp_path: Path) -> None:
+    args = ["serve", "--data-dir", str(tmp_path / "data"), "--metrics-port", "0"]
+    server = AnnouncedServer(args, env=SMALL_DEMO).start()
+    try:
+        assert server.metrics is not None and server.proc is not None
+        metrics_port = httpx.URL(server.metrics).port
+        public_port = httpx.URL(server.base).port
+        assert metrics_port and metrics_port != public_port
+        assert listening(server.proc.pid) == {public_port: "127.0.0.1", metrics_port: "127.0.0.1"}
+
+        with httpx.Client(base_url=server.base, timeout=10) as public:
+            for path in ("/metrics", "/metrics/", "/metrics?format=text"):
+                refused = public.get(path)
+                assert refused.status_code == 404, (path, refused.text)
+                assert "aml_mcp_" not in refused.text
+            assert post(public, message("tools/list")).status_code == 401  # counted by the listener
+            assert public.get("/readyz").json() == {"status": "ready"}
+
+        with httpx.Client(timeout=10) as scraper:
+            scraped = scraper.get(server.metrics)
+            assert scraped.status_code == 200
+            assert scraped.headers["content-type"].startswith("text/plain")
+            found = samples(scraped.text)
+            # The same process's registry: the request to the public port is counted here.
+            assert (
+                found[("aml_mcp_requests_total", (("method", "tools/list"), ("outcome", "client_error")))]
+                == 1
+            )
+            assert found[("aml_mcp_ready", ())] == 1
+            assert found[("aml_mcp_not_ready", (("reason", "notes_unavailable"),))] == 0
+            assert ("aml_mcp_reembedding_banks_left", ()) in found
+            # The listener serves /metrics and nothing else.
+            listener = server.metrics.removesuffix("/metrics")
+            for path in ("/mcp", "/readyz", "/healthz", "/lab", "/oauth/authorize"):
+                assert scraper.get(f"{listener}{path}").status_code == 404, path
+            # A page whose name resolves to this machine cannot read it (DNS rebinding).
+            assert scraper.get(server.metrics, headers={"Host": "evil.example"}).status_code == 421
+            assert scraper.get(server.metrics, headers={"Origin": "http://evil.example"}).status_code == 403
+    finally:
+        status = server.stop(signal.SIGTERM)
+    assert status == 0, server.stderr()
+    assert "aml-mcp stopped (SIGTERM)" in server.stderr()
+    assert "Traceback" not in server.stderr()
+
+
+def test_without_a_metrics_port_there_is_no_metrics_listener(tmp_path: Path) -> None:
+    with AnnouncedServer(["serve", "--data-dir", str(tmp_path / "data")], env=SMALL_DEMO) as server:
+        assert server.metrics is None and server.proc is not None
+        assert list(listening(server.proc.pid)) == [httpx.URL(server.base).port]
+        assert httpx.get(f"{server.base}/metrics", timeout=10).status_code == 404
+        assert "metrics (" not in server.stderr()  # no listener announced
