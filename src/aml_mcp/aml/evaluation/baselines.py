@@ -85,6 +85,27 @@ def _baseline(row: sqlite3.Row | tuple[Any, ...]) -> Baseline:
 _COLUMNS = "baseline_id, saved_at_ms, subject, digest, figures"
 
 
+class UnstorableBaseline(ValueError):
+    """A baseline no store keeps as written, refused before anything is sent (on both backends):
+    a tenant or digest holding U+0000 or an unpaired surrogate, or who saved it holding an
+    unpaired surrogate."""
+
+
+def refuse_unstorable(principal: Principal, digest: str) -> None:
+    """Raise `UnstorableBaseline` unless both stores keep this save as written: the tenant and
+    digest are `TEXT` on PostgreSQL (no U+0000), who saved it is bytes there; no driver sends an
+    unpaired surrogate. Checked before anything is sent, so the two stores answer alike."""
+    if not storable(principal.tenant) or not storable(digest):
+        raise UnstorableBaseline(
+            "a tenant or digest holding U+0000 or an unpaired surrogate cannot have baselines"
+        )
+    try:
+        for value in (principal.issuer, principal.subject, principal.client_id):
+            value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnstorableBaseline("a principal holding an unpaired surrogate cannot save a baseline") from None
+
+
 class Baselines(Protocol):
     """What the evaluation needs: a tenant's newest baseline, and saving a new one."""
 
@@ -101,6 +122,8 @@ class BaselineStore:
 
     async def latest(self, tenant: str) -> Baseline | None:
         """The newest baseline of `tenant` (what a run compares with), if any."""
+        if not storable(tenant):
+            return None  # no stored tenant can be it: `save` refuses such a tenant
 
         def read(conn: sqlite3.Connection) -> Baseline | None:
             row = conn.execute(
@@ -114,6 +137,7 @@ class BaselineStore:
 
     async def save(self, principal: Principal, digest: str, figures: dict[str, Any]) -> Baseline:
         """Make `figures` the tenant's newest baseline; a no-op returning it if it already is."""
+        refuse_unstorable(principal, digest)
         tenant = principal.tenant
         now = int(time.time() * 1000)
         new_id = secrets.token_urlsafe(12)
@@ -179,9 +203,8 @@ class PostgresBaselineStore:
         return _pg_baseline(rows[0]) if rows else None
 
     async def save(self, principal: Principal, digest: str, figures: dict[str, Any]) -> Baseline:
+        refuse_unstorable(principal, digest)
         tenant = principal.tenant
-        if not storable(tenant):
-            raise ValueError("a tenant holding U+0000 or an unpaired surrogate cannot have baselines")
         new_id = secrets.token_urlsafe(12)
         encoded = json.dumps(figures, sort_keys=True, separators=(",", ":"))
         async with self._database.transaction() as conn:
