@@ -9,7 +9,7 @@ lost (listener reconnecting).
 
 from __future__ import annotations
 
-from aml_mcp.auth.revocation_store import Fingerprint, Revocation
+from aml_mcp.auth.revocation_store import Fingerprint, Revocation, findable, refuse_invalid
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.store.sqlite import Migration
 
@@ -55,6 +55,7 @@ class PostgresRevocationStore:
     async def add(
         self, kind: str, issuer: str, value: str, note: str | None, expires_at: float | None = None
     ) -> None:
+        refuse_invalid(kind, issuer, value, note)
         async with self.database.transaction() as conn:
             await conn.execute(
                 "DELETE FROM auth_revocations WHERE expires_at <= extract(epoch FROM clock_timestamp())"
@@ -68,6 +69,8 @@ class PostgresRevocationStore:
                 await conn.execute("SELECT pg_notify(%s, '')", (self.channel,))
 
     async def lift(self, kind: str, issuer: str, value: str) -> bool:
+        if not findable(kind, issuer, value):
+            return False
         async with self.database.transaction() as conn:
             cursor = await conn.execute(
                 "DELETE FROM auth_revocations WHERE kind = %s AND issuer = %s AND value = %s",

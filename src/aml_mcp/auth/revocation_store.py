@@ -14,6 +14,7 @@ from typing import Protocol
 
 import anyio
 
+from aml_mcp.store.postgres import storable
 from aml_mcp.store.sqlite import SqliteDatabase
 
 REVOCATION_COMPONENT = "auth"
@@ -46,6 +47,28 @@ class Revocation:
     value: str
     revoked_at: str
     note: str | None
+
+
+class InvalidRevocation(ValueError):
+    """A revocation no store keeps, refused before anything is sent (on both backends): a kind
+    other than `jti` or `subject`, or text holding U+0000 or an unpaired surrogate (PostgreSQL
+    `TEXT` cannot hold the one, neither driver can encode the other)."""
+
+
+KINDS = ("jti", "subject")
+
+
+def refuse_invalid(kind: str, issuer: str, value: str, note: str | None) -> None:
+    """Raise `InvalidRevocation` unless both stores keep this revocation as written."""
+    if kind not in KINDS:
+        raise InvalidRevocation(f"a revocation is of a {' or a '.join(KINDS)}")
+    if not all(storable(text) for text in (issuer, value, note or "")):
+        raise InvalidRevocation("a revocation's issuer, value or note holds U+0000 or an unpaired surrogate")
+
+
+def findable(kind: str, issuer: str, value: str) -> bool:
+    """Whether a revocation like this could be stored at all (else lifting it finds none)."""
+    return kind in KINDS and storable(issuer) and storable(value)
 
 
 class RevocationStore(Protocol):
@@ -97,6 +120,8 @@ class SqliteRevocationStore:
     async def add(
         self, kind: str, issuer: str, value: str, note: str | None, expires_at: float | None = None
     ) -> None:
+        refuse_invalid(kind, issuer, value, note)
+
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM auth_revocations WHERE expires_at <= ?", (time.time(),))
             conn.execute(
@@ -108,6 +133,9 @@ class SqliteRevocationStore:
         await self.database.write(insert)
 
     async def lift(self, kind: str, issuer: str, value: str) -> bool:
+        if not findable(kind, issuer, value):
+            return False
+
         def delete(conn: sqlite3.Connection) -> int:
             return conn.execute(
                 "DELETE FROM auth_revocations WHERE kind = ? AND issuer = ? AND value = ?",
