@@ -65,9 +65,11 @@ from aml_mcp.devauth.store import (
     StoredCode,
     StoredRefreshToken,
     check_registration_quota,
+    checked,
     digest,
     new_family,
 )
+from aml_mcp.devauth.store import UnstorableValue as UnstorableValue  # where it was defined first
 from aml_mcp.store.postgres import MIGRATION_LOCK, PostgresDatabase, redacted, storable
 
 logger = logging.getLogger(__name__)
@@ -177,14 +179,8 @@ MIGRATIONS: tuple[str, ...] = (
 """The tables, append-only (recorded per step in `schema_migrations` under `COMPONENT`)."""
 
 
-class UnstorableValue(ValueError):
-    """A value PostgreSQL `TEXT` cannot hold (NUL, or not encodable as UTF-8)."""
-
-
-def _checked(*values: str) -> None:
-    for value in values:
-        if not storable(value):
-            raise UnstorableValue("a value holds NUL or is not valid Unicode")
+_checked = checked
+"""Refuses (`UnstorableValue`, kept importable from here) what `TEXT` cannot hold: see `store.checked`."""
 
 
 class DevAuthDatabase:
@@ -294,7 +290,7 @@ class PostgresDevStore:
 
     # --- clients ---
     def put_client(self, client: DevClient, *, replace: bool = True) -> None:
-        _checked(client.client_id)
+        _checked(client.client_id, client.secret_sha256)
         statement = _REPLACE_CLIENT if replace else _ADD_CLIENT
         with self.database.transaction() as conn:
             conn.execute(
@@ -302,7 +298,7 @@ class PostgresDevStore:
             )
 
     def register_client(self, client: DevClient, *, max_total: int, max_per_minute: int) -> None:
-        _checked(client.client_id)
+        _checked(client.client_id, client.secret_sha256)
         with self.database.transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (REGISTRATION_LOCK,))
             row = conn.execute(
@@ -441,6 +437,8 @@ class PostgresDevStore:
         )
 
     def redeem_code(self, code_sha256: str) -> bool:
+        if not storable(code_sha256):
+            return False  # no stored digest is
         with self.database.transaction() as conn:
             row = conn.execute(
                 "SELECT family, client_id FROM devauth_codes WHERE code_sha256 = %s", (code_sha256,)
@@ -516,6 +514,8 @@ class PostgresDevStore:
         )
 
     def redeem_refresh_token(self, token_sha256: str) -> bool:
+        if not storable(token_sha256):
+            return False  # no stored digest is
         with self.database.transaction() as conn:
             row = conn.execute(
                 "SELECT family, client_id FROM devauth_refresh_tokens WHERE token_sha256 = %s",
@@ -562,6 +562,7 @@ class PostgresDevStore:
         return [RevokedAccessToken(str(jti), float(keep_until)) for jti, keep_until in rows]
 
     def forget_access_tokens(self, jtis: Sequence[str]) -> None:
+        _checked(*jtis)
         if not jtis:
             return
         with self.database.transaction() as conn:

@@ -29,9 +29,11 @@ from aml_mcp.devauth.store import (
     StoredCode,
     StoredRefreshToken,
     check_registration_quota,
+    checked,
     digest,
     new_family,
 )
+from aml_mcp.store.postgres import storable
 
 __all__ = [
     "DevClient",
@@ -158,6 +160,7 @@ class DevStore:
     # --- clients ---
     def put_client(self, client: DevClient, *, replace: bool = True) -> None:
         """Store a pre-registered client (not counted against the registration quota)."""
+        checked(client.client_id, client.secret_sha256)
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         self._run(
             f"{verb} INTO clients (client_id, secret_sha256, metadata, issued_at) VALUES (?, ?, ?, ?)",
@@ -166,6 +169,7 @@ class DevStore:
 
     def register_client(self, client: DevClient, *, max_total: int, max_per_minute: int) -> None:
         """Store a dynamically registered client, within the quota, or raise `RegistrationRefused`."""
+        checked(client.client_id, client.secret_sha256)
         now = time.time()
         with self._transaction() as conn:
             total = conn.execute("SELECT COUNT(*) FROM clients WHERE registered = 1").fetchone()[0]
@@ -224,6 +228,17 @@ class DevStore:
 
     # --- authorization codes ---
     def put_code(self, code: str, stored: StoredCode) -> None:
+        checked(
+            stored.client_id,
+            stored.redirect_uri,
+            stored.scope,
+            stored.subject,
+            stored.tenant,
+            stored.resource,
+            stored.code_challenge,
+            stored.code_challenge_method,
+            stored.family,
+        )
         now = time.time()
         with self._transaction() as conn:
             self._forget_old(conn, now)
@@ -279,6 +294,8 @@ class DevStore:
     def redeem_code(self, code_sha256: str) -> bool:
         """Mark a code used: True for exactly one caller, however many redeem it at once. A caller
         that finds it already used is replaying it, and revokes its grant family."""
+        if not storable(code_sha256):
+            return False  # no stored digest is
         with self._transaction() as conn:
             redeemed = conn.execute(
                 "UPDATE codes SET used = 1 WHERE code_sha256 = ? AND used = 0 AND expires_at > ? RETURNING 1",
@@ -299,6 +316,7 @@ class DevStore:
         if its family was revoked meanwhile, so a replay racing a rotation cannot fork the family."""
         now = time.time()
         family = grant.family or new_family()
+        checked(grant.client_id, grant.scope, grant.subject, grant.tenant, grant.resource, family)
         with self._transaction() as conn:
             self._forget_old(conn, now)
             ((revoked,),) = conn.execute(
@@ -349,6 +367,8 @@ class DevStore:
     def redeem_refresh_token(self, token_sha256: str) -> bool:
         """Rotate a refresh token out: True for exactly one caller. A caller that finds it already
         rotated out is reusing it, and revokes its family."""
+        if not storable(token_sha256):
+            return False  # no stored digest is
         with self._transaction() as conn:
             redeemed = conn.execute(
                 "UPDATE refresh_tokens SET revoked = 1 WHERE token_sha256 = ? AND revoked = 0"
@@ -368,6 +388,7 @@ class DevStore:
     # --- access tokens of grant families ---
     def remember_access_token(self, jti: str, family: str, keep_until: float) -> bool:
         """Remember an access token of `family`; born revoked (False) if the family is revoked."""
+        checked(jti, family)
         now = time.time()
         with self._transaction() as conn:
             self._forget_old(conn, now)
@@ -387,12 +408,14 @@ class DevStore:
         return [RevokedAccessToken(jti, float(keep_until)) for jti, keep_until in rows]
 
     def forget_access_tokens(self, jtis: Sequence[str]) -> None:
+        checked(*jtis)
         with self._transaction() as conn:
             conn.executemany("DELETE FROM access_tokens WHERE jti = ?", [(jti,) for jti in jtis])
 
     # --- sign-in attempts ---
     def admit_login(self, keys: Sequence[str], limits: LoginLimits) -> float:
         """Count one attempt against every key, or none if any key must still wait (the wait)."""
+        checked(*keys)
         now = time.time()
         with self._transaction() as conn:
             counted: dict[str, tuple[int, float]] = {}
@@ -422,6 +445,7 @@ class DevStore:
         return 0.0
 
     def login_succeeded(self, *, reset: Sequence[str], uncount: Sequence[str]) -> None:
+        checked(*reset, *uncount)
         with self._transaction() as conn:
             conn.executemany("DELETE FROM login_attempts WHERE key = ?", [(key,) for key in reset])
             conn.executemany(

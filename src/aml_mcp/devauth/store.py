@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from aml_mcp.devauth.login_limits import LoginLimits
 from aml_mcp.devauth.redirects import loopback_redirect, redirect_matches
+from aml_mcp.store.postgres import storable
 
 CODE_TTL_SECONDS = 300
 REGISTRATION_WINDOW_SECONDS = 60.0
@@ -36,6 +37,19 @@ def digest(value: str) -> str:
     `surrogatepass` so that a hostile value (a lone surrogate from a percent-encoded form) still
     digests, to something no stored credential matches, instead of raising."""
     return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class UnstorableValue(ValueError):
+    """A value no store keeps as written: U+0000 (PostgreSQL `TEXT` cannot hold it) or an unpaired
+    surrogate (neither driver can encode one). Both stores refuse it before anything is sent, so
+    the two answer alike; a lookup by such a value is no refusal, it finds nothing."""
+
+
+def checked(*values: str | None) -> None:
+    """Raise `UnstorableValue` unless every value (`None` aside) is one both stores keep as written."""
+    for value in values:
+        if value is not None and not storable(value):
+            raise UnstorableValue("a value holds NUL or is not valid Unicode")
 
 
 def new_family() -> str:
