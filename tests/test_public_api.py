@@ -112,8 +112,12 @@ def test_the_client_is_its_own_public_subpackage() -> None:
     import aml_mcp.client
 
     assert aml_mcp.client.__all__ == [
+        "DEFAULT_MAX_ANSWER_BYTES",
         "TASKS_EXTENSION",
+        "AnswerRefused",
+        "AnswerTooLarge",
         "BearerAuth",
+        "CompressedAnswer",
         "InputHandler",
         "InputUnavailable",
         "McpClient",
@@ -122,6 +126,7 @@ def test_the_client_is_its_own_public_subpackage() -> None:
         "TaskFailed",
         "TaskHandle",
         "TaskState",
+        "WrongTask",
         "new_traceparent",
     ]
     for name in aml_mcp.client.__all__:

@@ -6,6 +6,10 @@ of the requested form (e.g. `date_of_birth`, applied to every request asking for
 `VALUE` that is a JSON object is the whole form; otherwise it fills the form's one field, or the
 field `KEY` names. Values are read as the field's schema type (`true`, `42`, ...); strings stay
 strings.
+
+Prompts and refusals show what the server wrote (its message, field titles, descriptions, choices
+and request keys), so each goes through `terminal_text`: a server cannot write escape sequences to
+the terminal where the person types, e.g. to fake a password prompt.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, TextIO
 import anyio
 
 from aml_mcp.client.errors import InputUnavailable, describe_request
+from aml_mcp.client.terminal import terminal_text
 
 
 def parse_answers(pairs: Sequence[str]) -> dict[str, str]:
@@ -92,12 +97,15 @@ def ask_on_terminal(prompt: str) -> str:
 def prompt_for(key: str, request: Mapping[str, Any], ask: Ask, out: TextIO) -> dict[str, Any]:
     """Ask the person at the terminal for each field of the form; an empty answer declines."""
     params = request.get("params") or {}
-    print(f"\n{params.get('message') or key}", file=out, flush=True)
+    print(f"\n{terminal_text(params.get('message') or key, newlines=True)}", file=out, flush=True)
     content: dict[str, Any] = {}
     for name, spec in _fields(request).items():
-        label = str(spec.get("title") or name)
-        hint = f" [{'/'.join(map(str, spec['enum']))}]" if spec.get("enum") else ""
-        hint += f" ({spec['description']})" if spec.get("description") else ""
+        label = terminal_text(spec.get("title") or name)
+        choices = spec.get("enum")
+        hint = (
+            f" [{'/'.join(terminal_text(choice) for choice in choices)}]" if isinstance(choices, list) else ""
+        )
+        hint += f" ({terminal_text(spec['description'])})" if spec.get("description") else ""
         value = ask(f"{label}{hint}: ").strip()
         if not value:
             return {"action": "decline"}
@@ -148,5 +156,8 @@ class CommandLineAnswers:
 
 def describe_unanswered(requests: Mapping[str, Mapping[str, Any]]) -> str:
     lines = ["the server asked for input that was not given; answer with --answer KEY=VALUE:"]
-    lines += [f"  {key}: {describe_request(dict(request))}" for key, request in requests.items()]
+    lines += [
+        f"  {terminal_text(key)}: {terminal_text(describe_request(dict(request)))}"
+        for key, request in requests.items()
+    ]
     return "\n".join(lines)

@@ -4,6 +4,11 @@ The result goes to stdout as JSON (the structured content when the tool returned
 else to stderr, so scripts can pipe the one and people read the other. A call the server runs as a
 task is followed until it ends, with a live bar on a terminal; Ctrl-C cancels the task on the server
 (`tasks/cancel`) before exiting. `--no-wait` prints the task instead, for `aml-mcp task` later.
+
+The server is not trusted: everything it wrote reaches stdout and stderr through
+`aml_mcp.client.terminal` (JSON with its controls as `\\uXXXX` escapes, prose with them shown
+escaped), answers are read up to `--max-answer-bytes`, and an answer the client refuses (too large,
+compressed, about another task) ends the command with one line and exit status 6.
 """
 
 from __future__ import annotations
@@ -26,8 +31,18 @@ from mcp.shared.exceptions import MCPError
 
 from aml_mcp.cli.answers import CommandLineAnswers, coerce, describe_unanswered, parse_answers
 from aml_mcp.cli.progress import Reporter, reporter_for
-from aml_mcp.client import BearerAuth, InputUnavailable, McpClient, TaskCancelled, TaskFailed, TaskHandle
+from aml_mcp.client import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    AnswerRefused,
+    BearerAuth,
+    InputUnavailable,
+    McpClient,
+    TaskCancelled,
+    TaskFailed,
+    TaskHandle,
+)
 from aml_mcp.client.oauth import FileTokenStorage, LoopbackCatcher, oauth_provider
+from aml_mcp.client.terminal import terminal_json, terminal_text
 
 EXIT_OK = 0
 EXIT_TOOL_ERROR = 1
@@ -40,7 +55,7 @@ EXIT_CANCELLED = 4
 EXIT_INPUT = 5
 """The server asked for input the command could not give."""
 EXIT_PROTOCOL = 6
-"""The server refused the request or could not be reached."""
+"""The server refused the request or could not be reached, or the client refused its answer."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C: the task was cancelled on the server (128 + SIGINT, as shells expect)."""
 CANCEL_TIMEOUT_SECONDS = 0.9
@@ -67,7 +82,21 @@ def connection_options() -> argparse.ArgumentParser:
         help="where --login keeps tokens (default ~/.cache/aml-mcp/tokens.json)",
     )
     parser.add_argument("--poll", action="store_true", help="wait for tasks by polling instead of listening")
+    parser.add_argument(
+        "--max-answer-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_ANSWER_BYTES,
+        metavar="N",
+        help=f"read no answer of the server past N bytes (default {DEFAULT_MAX_ANSWER_BYTES})",
+    )
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
 
 
 def _auth(args: argparse.Namespace) -> httpx2.Auth | None:
@@ -82,7 +111,13 @@ def _auth(args: argparse.Namespace) -> httpx2.Auth | None:
 async def _connected(
     args: argparse.Namespace, answers: CommandLineAnswers | None
 ) -> AsyncIterator[McpClient]:
-    async with McpClient(args.url, auth=_auth(args), on_input=answers, listen=not args.poll) as client:
+    async with McpClient(
+        args.url,
+        auth=_auth(args),
+        on_input=answers,
+        listen=not args.poll,
+        max_answer_bytes=args.max_answer_bytes,
+    ) as client:
         yield client
 
 
@@ -111,7 +146,7 @@ def _print_result(result: types.CallToolResult, out: TextIO) -> int:
         body: Any = result.structured_content
     else:
         body = result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"meta"})
-    print(json.dumps(body, indent=2, ensure_ascii=False), file=out, flush=True)
+    print(terminal_json(body), file=out, flush=True)
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
@@ -146,7 +181,7 @@ async def follow(
         with anyio.move_on_after(CANCEL_TIMEOUT_SECONDS) as timer:
             await handle.cancel()
         said = "cancel requested" if not timer.cancelled_caught else "cancel sent (no acknowledgement yet)"
-        print(f"interrupted: task {handle.task_id} {said}", file=sys.stderr, flush=True)
+        print(f"interrupted: task {terminal_text(handle.task_id)} {said}", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     assert outcome is not None
     return outcome
@@ -160,15 +195,20 @@ async def _wait(handle: TaskHandle, reporter: Reporter, out: TextIO) -> int:
     except InputUnavailable as missing:
         reporter.close()
         print(describe_unanswered(missing.requests), file=sys.stderr)
+        task_id = terminal_text(handle.task_id)
         print(
-            f"task {handle.task_id} is waiting for this input: `aml-mcp task answer {handle.task_id} "
+            f"task {task_id} is waiting for this input: `aml-mcp task answer {task_id} "
             "--answer KEY=VALUE ...` or `aml-mcp task cancel ...`",
             file=sys.stderr,
         )
         return EXIT_INPUT
+    except AnswerRefused as refused:
+        reporter.close()
+        print(f"aml-mcp: {terminal_text(refused)}", file=sys.stderr)
+        return EXIT_PROTOCOL
     except TaskFailed as failed:
         reporter.note(str(failed))
-        print(json.dumps(failed.error, indent=2), file=out)
+        print(terminal_json(failed.error), file=out)
         return EXIT_FAILED
     except TaskCancelled as cancelled:
         reporter.note(str(cancelled))
@@ -187,7 +227,7 @@ async def run_call(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         if isinstance(outcome, types.CallToolResult):
             return _print_result(outcome, out)
         if args.no_wait:
-            print(json.dumps(outcome.state.wire(), indent=2), file=out, flush=True)
+            print(terminal_json(outcome.state.wire()), file=out, flush=True)
             return EXIT_OK
         return await follow(outcome, answers, reporter_for(sys.stderr), out)
 
@@ -200,7 +240,7 @@ async def run_task(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         handle = await client.task(args.task_id)
         if args.task_command == "cancel":
             await handle.cancel()
-            print(f"task {args.task_id}: cancel requested", file=sys.stderr)
+            print(f"task {terminal_text(args.task_id)}: cancel requested", file=sys.stderr)
             state = await handle.refresh()
         elif args.task_command == "answer":
             pending = handle.pending_inputs()
@@ -210,14 +250,39 @@ async def run_task(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             state = await handle.refresh()
         else:
             state = handle.state
-        print(json.dumps(state.wire(), indent=2, ensure_ascii=False), file=out, flush=True)
+        print(terminal_json(state.wire()), file=out, flush=True)
         return EXIT_OK
+
+
+class _TerminalSafeFormatter(logging.Formatter):
+    """The log formatter around another, whose output is made terminal safe: the SDK's log lines
+    (a warning, a traceback) may quote what the server sent."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self._inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_text(self._inner.format(record), newlines=True)
+
+
+def _reported_elsewhere(record: logging.LogRecord) -> bool:
+    """Drops the SDK's traceback for an answer the client refused: the command says it in one line."""
+    return not (record.exc_info and isinstance(record.exc_info[1], AnswerRefused))
+
+
+def _guard_logs() -> None:
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_reported_elsewhere)
+        if not isinstance(handler.formatter, _TerminalSafeFormatter):
+            handler.setFormatter(_TerminalSafeFormatter(handler.formatter))
 
 
 def _run(runner: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         for noisy in ("httpx", "httpx2", "mcp"):  # stderr is for the task's progress, not request logs
             logging.getLogger(noisy).setLevel(logging.WARNING)
+        _guard_logs()
         try:
             code: int = anyio.run(runner, args)
         except KeyboardInterrupt:
@@ -226,11 +291,14 @@ def _run(runner: Any) -> Any:
         except InputUnavailable as missing:
             print(describe_unanswered(missing.requests), file=sys.stderr)
             return EXIT_INPUT
+        except AnswerRefused as refused:
+            print(f"aml-mcp: {terminal_text(refused)}", file=sys.stderr)
+            return EXIT_PROTOCOL
         except MCPError as error:
-            print(f"aml-mcp: the server refused: {error} (code {error.code})", file=sys.stderr)
+            print(f"aml-mcp: the server refused: {terminal_text(error)} (code {error.code})", file=sys.stderr)
             return EXIT_PROTOCOL
         except (httpx2.HTTPError, OSError) as error:
-            print(f"aml-mcp: cannot reach {args.url}: {error}", file=sys.stderr)
+            print(f"aml-mcp: cannot reach {terminal_text(args.url)}: {terminal_text(error)}", file=sys.stderr)
             return EXIT_PROTOCOL
         return code
 

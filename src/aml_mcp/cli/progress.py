@@ -2,6 +2,10 @@
 
 The Tasks extension has no numeric progress, only a status and a message; a message that reads
 `n/m` (`drafted 12/43 cases`) drives the bar, any other shows as an indeterminate one.
+
+Everything shown here comes from the server, so it goes through `terminal_text` (controls and
+escape sequences shown escaped) and, for the live bar, through rich's markup escaping too: rich
+reads `[bold]`, `[link=...]` in a string as markup, which a server must not be able to write.
 """
 
 from __future__ import annotations
@@ -10,9 +14,11 @@ import re
 from typing import Protocol, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from aml_mcp.client import TaskState
+from aml_mcp.client.terminal import terminal_text
 
 _FRACTION = re.compile(r"(\d+)\s*/\s*(\d+)")
 
@@ -30,8 +36,8 @@ class Reporter(Protocol):
 
 
 def _line(state: TaskState) -> str:
-    message = f" — {state.status_message}" if state.status_message else ""
-    return f"task {state.task_id}: {state.status}{message}"
+    message = f" — {terminal_text(state.status_message)}" if state.status_message else ""
+    return f"task {terminal_text(state.task_id)}: {terminal_text(state.status)}{message}"
 
 
 class PlainReporter:
@@ -44,7 +50,7 @@ class PlainReporter:
         print(_line(state), file=self._out, flush=True)
 
     def note(self, text: str) -> None:
-        print(text, file=self._out, flush=True)
+        print(terminal_text(text), file=self._out, flush=True)
 
     def pause(self) -> None:
         return None
@@ -76,17 +82,16 @@ class LiveReporter:
     def show(self, state: TaskState) -> None:
         message = state.status_message or ""
         fraction = _FRACTION.search(message)
+        shown, status = escape(terminal_text(message)), escape(terminal_text(state.status))
         done, total = (int(fraction.group(1)), int(fraction.group(2))) if fraction else (None, None)
         if state.terminal:
             done, total = (1, 1) if state.status == "completed" else (done, total)
         if self._bar is None:
-            self._bar = self._progress.add_task(message, total=total, status=state.status)
-        self._progress.update(
-            self._bar, description=message, status=state.status, total=total, completed=done or 0
-        )
+            self._bar = self._progress.add_task(shown, total=total, status=status)
+        self._progress.update(self._bar, description=shown, status=status, total=total, completed=done or 0)
 
     def note(self, text: str) -> None:
-        self._console.print(text)
+        self._console.print(terminal_text(text), markup=False, highlight=False)
 
     def pause(self) -> None:
         self._progress.stop()

@@ -8,16 +8,30 @@ See docs/client.md.
 
 from __future__ import annotations
 
+from aml_mcp.client.answer_limit import DEFAULT_MAX_ANSWER_BYTES
 from aml_mcp.client.auth import BearerAuth
 from aml_mcp.client.connection import McpClient
-from aml_mcp.client.errors import InputUnavailable, TaskCancelled, TaskEnded, TaskFailed
+from aml_mcp.client.errors import (
+    AnswerRefused,
+    AnswerTooLarge,
+    CompressedAnswer,
+    InputUnavailable,
+    TaskCancelled,
+    TaskEnded,
+    TaskFailed,
+    WrongTask,
+)
 from aml_mcp.client.handle import InputHandler, TaskHandle
 from aml_mcp.client.task_shapes import TASKS_EXTENSION, TaskState
 from aml_mcp.client.tracing import new_traceparent
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
     "TASKS_EXTENSION",
+    "AnswerRefused",
+    "AnswerTooLarge",
     "BearerAuth",
+    "CompressedAnswer",
     "InputHandler",
     "InputUnavailable",
     "McpClient",
@@ -26,5 +40,6 @@ __all__ = [
     "TaskFailed",
     "TaskHandle",
     "TaskState",
+    "WrongTask",
     "new_traceparent",
 ]

@@ -10,8 +10,8 @@ server asks inside a plain call (a retried `tools/call`) or inside a task (`task
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, contextmanager
 from functools import partial
 from types import TracebackType
 from typing import Any, Final, TypeVar, cast
@@ -29,7 +29,8 @@ from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter
 
-from aml_mcp.client.errors import InputUnavailable
+from aml_mcp.client.answer_limit import DEFAULT_MAX_ANSWER_BYTES, AnswerLimit
+from aml_mcp.client.errors import InputUnavailable, WrongTask
 from aml_mcp.client.events import TaskEvents
 from aml_mcp.client.extension import TasksExtension
 from aml_mcp.client.handle import InputHandler, TaskHandle
@@ -66,6 +67,11 @@ class McpClient:
     `auth` is any `httpx2.Auth`: `BearerAuth`, or the SDK's `OAuthClientProvider` (see
     `aml_mcp.client.oauth`). `on_input` answers the server's input requests; without it a request
     for input raises `InputUnavailable` (plain calls) or leaves the task waiting for `answer()`.
+
+    The server is not trusted with this process's memory or with which task it reports on: no
+    answer is read past `max_answer_bytes` (a JSON body, or one event of a stream; also through a
+    caller's own `http_client`, which is hooked for the connection's lifetime), and an answer about
+    another task than the one asked for is refused. Either raises an `AnswerRefused`.
     """
 
     def __init__(
@@ -80,6 +86,7 @@ class McpClient:
         http_client: httpx2.AsyncClient | None = None,
         mode: str = "auto",
         tasks: bool = True,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.url = url
         self.on_input = on_input
@@ -94,6 +101,7 @@ class McpClient:
         self._mode = mode
         self._tasks = tasks
         """Declare the Tasks extension (`False`: a client that takes only plain results)."""
+        self._limit = AnswerLimit(max_answer_bytes)
         """The SDK's `mode`: `auto` discovers (falling back to the legacy handshake); a protocol version
         (`2026-07-28`) adopts it without a discovery round trip."""
 
@@ -102,16 +110,23 @@ class McpClient:
             http = self._http_client
             if http is None:
                 http = await stack.enter_async_context(create_mcp_http_client(auth=self._auth))
-            self._sdk = await stack.enter_async_context(
-                Client(
-                    default_result_type(streamable_http_client(self.url, http_client=http)),
-                    extensions=[TasksExtension(self._events, self._resolve_for_sdk)] if self._tasks else [],
-                    elicitation_callback=self._elicit,
-                    client_info=self._client_info,
-                    read_timeout_seconds=self._read_timeout_seconds,
-                    mode=self._mode,
-                )
+            self._limit.install(http)
+            stack.callback(self._limit.uninstall, http)
+            transport = streamable_http_client(
+                self.url, http_client=http, max_sse_event_size=self._limit.max_bytes
             )
+            extensions = [TasksExtension(self._events, self._resolve_for_sdk)] if self._tasks else []
+            with self._answers_checked():
+                self._sdk = await stack.enter_async_context(
+                    Client(
+                        default_result_type(transport),
+                        extensions=extensions,
+                        elicitation_callback=self._elicit,
+                        client_info=self._client_info,
+                        read_timeout_seconds=self._read_timeout_seconds,
+                        mode=self._mode,
+                    )
+                )
             self._stack = stack.pop_all()
         return self
 
@@ -156,9 +171,10 @@ class McpClient:
         tools: list[types.Tool] = []
         cursor: str | None = None
         while True:
-            page = await self._version_retried(
-                partial(self.sdk.list_tools, cursor=cursor, cache_mode="refresh")
-            )
+            with self._answers_checked():
+                page = await self._version_retried(
+                    partial(self.sdk.list_tools, cursor=cursor, cache_mode="refresh")
+                )
             tools.extend(page.tools)
             cursor = page.next_cursor
             if cursor is None:
@@ -230,13 +246,28 @@ class McpClient:
             return result
 
         try:
-            return await self._version_retried(send)
+            with self._answers_checked():
+                return await self._version_retried(send)
         except MCPError as error:
             if error.code != types.HEADER_MISMATCH:
                 raise
             # The listed schema (and its `Mcp-Param-*` headers) is missing or stale: re-list, resend once.
             await self.list_tools()
-            return await send()
+            with self._answers_checked():
+                return await send()
+
+    @contextmanager
+    def _answers_checked(self) -> Iterator[None]:
+        """Raise an answer the limit refused as itself (`AnswerTooLarge`, ...): the SDK reports it to
+        the request as a JSON-RPC parse error, which would say nothing of why."""
+        before = self._limit.refusals
+        try:
+            yield
+        except MCPError as error:
+            refusal = self._limit.refusal_since(before)
+            if error.code == types.PARSE_ERROR and refusal is not None:
+                raise refusal from error
+            raise
 
     async def _version_retried(self, send: Callable[[], Awaitable[_T]]) -> _T:
         """Send; when the server rejects the protocol version (-32022) naming versions it supports,
@@ -266,21 +297,29 @@ class McpClient:
         return TaskHandle(self, state, on_input=on_input or self.on_input, listen=self.listen)
 
     async def get_task(self, task_id: str) -> TaskState:
-        result = await self.sdk.session.send_request(
-            GetTaskRequest(params=TaskIdParams(task_id=task_id)), GetTaskResult
-        )
+        """`tasks/get`; an answer about another task raises `WrongTask` (nothing of it is kept)."""
+        with self._answers_checked():
+            result = await self.sdk.session.send_request(
+                GetTaskRequest(params=TaskIdParams(task_id=task_id)), GetTaskResult
+            )
+        if result.task_id != task_id:
+            raise WrongTask("tasks/get", task_id)
         return TaskState.model_validate(result.model_dump(by_alias=True, exclude={"result_type"}))
 
     async def update_task(self, task_id: str, responses: Mapping[str, Any]) -> None:
-        await self.sdk.session.send_request(
-            UpdateTaskRequest(params=UpdateTaskParams(task_id=task_id, input_responses=dict(responses))),
-            Acknowledgement,
-        )
+        with self._answers_checked():
+            acknowledged = await self.sdk.session.send_request(
+                UpdateTaskRequest(params=UpdateTaskParams(task_id=task_id, input_responses=dict(responses))),
+                Acknowledgement,
+            )
+        _check_acknowledged("tasks/update", task_id, acknowledged)
 
     async def cancel_task(self, task_id: str) -> None:
-        await self.sdk.session.send_request(
-            CancelTaskRequest(params=TaskIdParams(task_id=task_id)), Acknowledgement
-        )
+        with self._answers_checked():
+            acknowledged = await self.sdk.session.send_request(
+                CancelTaskRequest(params=TaskIdParams(task_id=task_id)), Acknowledgement
+            )
+        _check_acknowledged("tasks/cancel", task_id, acknowledged)
 
     def listen_tasks(self, task_ids: list[str]) -> AbstractAsyncContextManager[TaskListen]:
         return listen_for_tasks(self.sdk.session, task_ids)
@@ -304,6 +343,13 @@ class McpClient:
             )
         answer = await self.on_input(str(context.request_id), request)
         return types.ElicitResult.model_validate(dict(answer))
+
+
+def _check_acknowledged(method: str, task_id: str, acknowledged: Acknowledgement) -> None:
+    """An acknowledgement is empty; one that names a task must name the one asked about."""
+    named = (acknowledged.model_extra or {}).get("taskId")
+    if named is not None and named != task_id:
+        raise WrongTask(method, task_id)
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

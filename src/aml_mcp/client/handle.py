@@ -33,7 +33,9 @@ BACKSTOP_POLL_SECONDS = 30.0
 class TaskOps(Protocol):
     """What a handle needs of its client (`McpClient` provides it)."""
 
-    async def get_task(self, task_id: str) -> TaskState: ...
+    async def get_task(self, task_id: str) -> TaskState:
+        """The state of `task_id`: an answer about any other task is refused, never returned."""
+        ...
 
     async def update_task(self, task_id: str, responses: Mapping[str, Any]) -> None: ...
 
