@@ -81,6 +81,13 @@ def connection_options() -> argparse.ArgumentParser:
         default=None,
         help="where --login keeps tokens (default ~/.cache/aml-mcp/tokens.json)",
     )
+    parser.add_argument(
+        "--callback-port",
+        type=_port,
+        default=0,
+        metavar="PORT",
+        help="the port on 127.0.0.1 where --login waits for the browser's redirect (default: any free one)",
+    )
     parser.add_argument("--poll", action="store_true", help="wait for tasks by polling instead of listening")
     parser.add_argument(
         "--max-answer-bytes",
@@ -90,6 +97,13 @@ def connection_options() -> argparse.ArgumentParser:
         help=f"read no answer of the server past N bytes (default {DEFAULT_MAX_ANSWER_BYTES})",
     )
     return parser
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port")
+    return port
 
 
 def _positive(text: str) -> int:
@@ -102,7 +116,11 @@ def _positive(text: str) -> int:
 def _auth(args: argparse.Namespace) -> httpx2.Auth | None:
     if args.login:
         storage = FileTokenStorage(args.token_cache or default_token_cache(), args.url)
-        return oauth_provider(args.url, storage=storage, catcher=LoopbackCatcher(), client_name="aml-mcp CLI")
+        try:
+            catcher = LoopbackCatcher(port=args.callback_port)
+        except OSError as error:
+            raise ValueError(f"--callback-port: {error.strerror}") from error  # one line, exit 2
+        return oauth_provider(args.url, storage=storage, catcher=catcher, client_name="aml-mcp CLI")
     token = args.token or os.environ.get(TOKEN_ENV)
     return BearerAuth(token) if token else None
 
