@@ -24,8 +24,8 @@ import psycopg
 from psycopg import sql
 
 from aml_mcp.audit.events import AuditEvent, fallback_record
-from aml_mcp.audit.table import COLUMNS, BankQuery, equality_filters, prepare_row, row_of
-from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.audit.table import COLUMNS, BankQuery, equality_filters, matches_nothing, prepare_row, row_of
+from aml_mcp.store.postgres import PostgresDatabase, storable
 from aml_mcp.store.sqlite import Migration
 
 logger = logging.getLogger(__name__)
@@ -173,13 +173,15 @@ class PostgresAuditReader:
 
     async def bank_events(self, query: BankQuery) -> list[dict[str, Any]]:
         """Same selection as `table.bank_events` (see there for whose events are whose)."""
-        token_ids = list(query.token_ids)
+        if matches_nothing(query):
+            return []
+        token_ids = [token_id for token_id in query.token_ids if storable(token_id)]
         mine = "tenant = %s"
         params: list[Any] = [query.tenant]
         if token_ids:
             mine += " OR token_id = ANY(%s) OR (tenant IS NULL AND unverified_jti = ANY(%s))"
             params += [token_ids, token_ids]
-        traces = list(query.anonymous_traces)
+        traces = [trace for trace in query.anonymous_traces if storable(trace)]
         if traces:
             mine += (
                 " OR (tenant IS NULL AND subject IS NULL AND token_id IS NULL"
@@ -191,7 +193,7 @@ class PostgresAuditReader:
         for column, value in equality_filters(query):
             where.append(f"{column} = %s")
             params.append(value)
-        if query.except_method is not None:
+        if query.except_method is not None and storable(query.except_method):  # else no event has it
             where.append("method IS DISTINCT FROM %s")
             params.append(query.except_method)
         select = (

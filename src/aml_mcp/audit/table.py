@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aml_mcp.audit.events import AuditEvent, dumps, fallback_record
+from aml_mcp.store.postgres import storable
 from aml_mcp.store.sqlite import SqliteDatabase
 
 logger = logging.getLogger(__name__)
@@ -134,7 +135,18 @@ def _still_in_transaction(conn: sqlite3.Connection) -> None:
         raise sqlite3.OperationalError("the audit batch's transaction was rolled back by SQLite")
 
 
+def _kept(value: Any) -> Any:
+    """A column value as both stores keep it: U+0000, which PostgreSQL `TEXT` cannot hold, as the
+    text `\\x00` (SQLite could keep it raw, but then the two trails would say different things,
+    and on PostgreSQL the event would shrink to a placeholder)."""
+    return value.replace("\x00", "\\x00") if isinstance(value, str) and "\x00" in value else value
+
+
 def row_of(record: Mapping[str, Any]) -> _Row:
+    return tuple(_kept(value) for value in _columns_of(record))
+
+
+def _columns_of(record: Mapping[str, Any]) -> _Row:
     return (
         record["time"],
         record["issuer"],
@@ -205,6 +217,13 @@ class BankQuery:
     anonymous_traces: Sequence[str] = ()
 
 
+def matches_nothing(query: BankQuery) -> bool:
+    """Whether the query asks for a tenant or an equality no stored event can have (U+0000 or an
+    unpaired surrogate: no store keeps either raw): both readers then answer no events, without
+    asking the database, which would fail on the value (PostgreSQL) or could not even send it."""
+    return not storable(query.tenant) or not all(storable(value) for _, value in equality_filters(query))
+
+
 async def bank_events(database: SqliteDatabase, query: BankQuery) -> list[dict[str, Any]]:
     """One bank's events with `seq > after`, oldest first, at most `limit` (the newest when more match).
 
@@ -216,7 +235,9 @@ async def bank_events(database: SqliteDatabase, query: BankQuery) -> list[dict[s
     or unless it is fully anonymous (no token at all, so no identity in it) and carries one of
     `anonymous_traces`, trace ids the caller chose at random for requests it sent without a token.
     """
-    token_ids = list(query.token_ids)
+    if matches_nothing(query):
+        return []
+    token_ids = [token_id for token_id in query.token_ids if storable(token_id)]
     marks = ", ".join("?" for _ in token_ids)
     mine = "tenant = ?"
     params: list[Any] = [query.tenant]
@@ -226,7 +247,7 @@ async def bank_events(database: SqliteDatabase, query: BankQuery) -> list[dict[s
             f" OR (tenant IS NULL AND json_extract(detail, '$.unverified.jti') IN ({marks}))"
         )
         params += token_ids + token_ids
-    traces = list(query.anonymous_traces)
+    traces = [trace for trace in query.anonymous_traces if storable(trace)]
     if traces:
         mine += (
             " OR (tenant IS NULL AND subject IS NULL AND token_id IS NULL"
@@ -239,7 +260,7 @@ async def bank_events(database: SqliteDatabase, query: BankQuery) -> list[dict[s
     for column, value in equality_filters(query):
         where.append(f"{column} = ?")
         params.append(value)
-    if query.except_method is not None:
+    if query.except_method is not None and storable(query.except_method):  # else no event has it
         where.append("method IS NOT ?")
         params.append(query.except_method)
     sql = (

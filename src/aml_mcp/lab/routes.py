@@ -24,6 +24,7 @@ from aml_mcp.lab.settings import LabSettings
 from aml_mcp.lab.simulation import Simulation
 from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRule, StaticScopeRule
+from aml_mcp.store.postgres import storable
 
 AUDIT_METHOD = "lab/audit"
 SIMULATION_METHOD = "lab/simulation"
@@ -122,6 +123,10 @@ class LabRoutes:
             value = query.get(name) or None
             if value is not None and len(value) > _MAX_FILTER_CHARS:
                 return _bad(f"{name} is longer than {_MAX_FILTER_CHARS} characters")
+            if value is not None and not storable(value):
+                # No record holds one (the trail keeps U+0000 as its escape), and PostgreSQL could
+                # not even compare it: the same 400 whichever database keeps the trail.
+                return _bad(f"{name} must not hold U+0000 or an unpaired surrogate")
             filters[name] = value
         traces = query.getlist("trace")
         if len(traces) > _MAX_TRACES or not all(_TRACE_ID.fullmatch(trace) for trace in traces):
