@@ -4,20 +4,26 @@ Behind a balancer on the same machine every request's TCP peer is loopback, so t
 clients only" check let anyone who reached the balancer read the metrics. Now the public app has
 no `/metrics` route at all, and `--metrics-port` starts a second listener (loopback by default, off
 unless asked) in the same process, serving the same registry and nothing else. Everything here runs
-the real `aml-mcp serve` in a child process over real HTTP.
+the real `aml-mcp serve` (and `aml-mcp worker`, on PostgreSQL) in a child process over real HTTP.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.http.announced import AnnouncedServer
+from tests.http.announced import METRICS, AnnouncedServer
 from tests.support.mcp_http import message, post
+from tests.support.postgres import scratch_schema
+from tests.support.waiting import eventually
 
 SMALL_DEMO = {"AML_MCP_AML__DEMO_NOTES_PER_TENANT": "40"}
 
@@ -87,3 +93,39 @@ def test_without_a_metrics_port_there_is_no_metrics_listener(tmp_path: Path) -> 
         assert list(listening(server.proc.pid)) == [httpx.URL(server.base).port]
         assert httpx.get(f"{server.base}/metrics", timeout=10).status_code == 404
         assert "metrics (" not in server.stderr()  # no listener announced
+
+
+def test_a_worker_without_a_health_port_serves_its_metrics_listener(tmp_path: Path) -> None:
+    """A worker answers no requests; with `--metrics-port` alone it still has its claim lag and task
+    counts scraped, and a stop signal ends the listener with the lifetime."""
+    with scratch_schema() as (url, schema):
+        args = [sys.executable, "-m", "aml_mcp", "worker", "--catalog", "conformance", "--database-url", url]
+        args += ["--data-dir", str(tmp_path / "worker"), "--metrics-port", "0"]
+        with tempfile.TemporaryFile() as stderr:
+            env = {**os.environ, "AML_MCP_DATABASE_SCHEMA": schema}
+            proc = subprocess.Popen(
+                args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr
+            )
+
+            def said() -> str:
+                stderr.seek(0)
+                return stderr.read().decode(errors="replace")
+
+            try:
+                announced = eventually(
+                    lambda: METRICS.search(said()) if "running task bodies" in said() else None,
+                    timeout=120,
+                    interval=0.05,
+                    what="the worker's metrics listener",
+                )
+                scraped = httpx.get(announced.group(1), timeout=10)
+                assert scraped.status_code == 200
+                found = samples(scraped.text)
+                assert found[("aml_mcp_ready", ())] == 1
+                assert found[("aml_mcp_tasks", (("status", "working"),))] == 0
+                assert list(listening(proc.pid)) == [httpx.URL(announced.group(1)).port]  # nothing else
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                status = proc.wait(30)
+            assert status == 0, said()
+            assert "aml-mcp worker stopped (SIGTERM)" in said() and "Traceback" not in said()
