@@ -132,7 +132,7 @@ class ResourceServerSettings(_Group):
     """Also emit audit events on the `aml_mcp.audit` logger."""
     audit_fail_open: bool = False
     """Keep admitting calls while the audit trail cannot be written (a full disk, an unwritable
-    file or table). Off by default: /mcp then answers 503 and /readyz reports `audit` failing until
+    file or table). Off by default: /mcp then answers 503 and /readyz reports `audit_unavailable` until
     the retried writes succeed again (within about 2 s of the fault clearing); the events of that
     time are kept and written then. Turn on only where availability outranks the audit record."""
     audit_file_max_bytes: int = Field(default=DEFAULT_FILE_MAX_BYTES, ge=0)
