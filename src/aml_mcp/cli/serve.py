@@ -230,7 +230,7 @@ def _load_demo(settings: Settings) -> None:
             say(
                 "search is ready now (lexical, and dense with the static table); full dense quality "
                 f"once the demo banks are re-embedded with the transformer in the background, about "
-                f"{minutes} min on 2 cores (progress in the log and in the metrics)"
+                f"{minutes} min on 2 cores (progress in the log)"
             )
 
 
