@@ -64,14 +64,14 @@ def metrics_server(app: ASGIApp, settings: Settings) -> MetricsServer:
 async def serve_beside(main: Awaitable[None], metrics: MetricsServer, sock: socket.socket) -> None:
     """Run `metrics` on `sock` for as long as `main` (the app's server) runs, then stop it."""
     async with anyio.create_task_group() as group:
-        group.start_soon(_serve, metrics, sock)
+        group.start_soon(serve_metrics, metrics, sock)
         try:
             await main
         finally:
             metrics.stop()
 
 
-async def _serve(metrics: MetricsServer, sock: socket.socket) -> None:
+async def serve_metrics(metrics: MetricsServer, sock: socket.socket) -> None:
     """The metrics listener; its failure is logged and never takes the app's server down with it."""
     try:
         await metrics.serve(sockets=[sock])

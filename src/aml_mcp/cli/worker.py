@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 
 from aml_mcp.app import build_app
 from aml_mcp.catalog import Catalog
-from aml_mcp.cli.metrics_listener import MetricsServer, metrics_server
+from aml_mcp.cli.metrics_listener import MetricsServer, metrics_server, serve_metrics
 from aml_mcp.cli.serve import add_metrics_options, metrics_url, run_server
 from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
 from aml_mcp.config import AuthSettings, Settings, load_settings
@@ -57,8 +57,7 @@ async def run_lifetime(
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with app.router.lifespan_context(app), anyio.create_task_group() as group:
             if metrics is not None:
-                server, sock = metrics
-                group.start_soon(lambda: server.serve(sockets=[sock]))
+                group.start_soon(serve_metrics, *metrics)
             print("aml-mcp worker running task bodies", file=sys.stderr, flush=True)
             try:
                 async for received in signals:
