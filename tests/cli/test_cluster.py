@@ -38,6 +38,9 @@ FAST_LEASES = {
     "AML_MCP_TASKS__LEASE_MS": "3000",
     "AML_MCP_TASKS__HEARTBEAT_MS": "500",
     "AML_MCP_TASKS__CLAIM_INTERVAL_MS": "1000",
+    # The conformance server has authentication off, so the bursts below are one principal's: the
+    # per-principal create window (a guard against one caller flooding the store) would refuse them.
+    "AML_MCP_TASKS__MAX_CREATED_PER_PRINCIPAL_PER_WINDOW": "100000",
 }
 """Short leases so a killed worker's tasks are taken over within seconds (the claim poll stays a
 backstop: new tasks wake workers by NOTIFY)."""
