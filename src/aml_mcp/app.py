@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio.to_thread
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
@@ -37,7 +38,6 @@ from aml_mcp.catalog import Catalog
 from aml_mcp.component import Component, Parts
 from aml_mcp.config import Settings
 from aml_mcp.devauth.store import DevClient
-from aml_mcp.devauth.users import UserDirectory
 from aml_mcp.devauth.wiring import DevAuth, build_dev_auth
 from aml_mcp.http.availability import RefuseWhileUnavailable
 from aml_mcp.http.endpoint import Admission, McpEndpoint
@@ -45,7 +45,8 @@ from aml_mcp.http.guard import HostOriginGuard, default_hosts, default_origins
 from aml_mcp.http.health import NotReady, Readiness, ReadinessProbe, healthz
 from aml_mcp.http.limits import HeaderLimits
 from aml_mcp.http.prometheus import CountRequests, ServerMetrics, metrics_app
-from aml_mcp.lab.simulation import Simulation
+from aml_mcp.lab.exchange import InProcessMcp
+from aml_mcp.lab.simulation import MintToken, Simulation
 from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_url
 from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
@@ -246,17 +247,6 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         # (notifications sent while the listener was away are lost; the periodic poll stays the bound).
         pg_bus.on_notify(shared.channel(postgres_revocations.CHANNEL), auth.revocations.refresh)
         pg_bus.on_resync(auth.revocations.refresh)
-    if settings.lab_served:
-        components.append(
-            build_lab(
-                settings.lab,
-                admission=auth.admission,
-                audit=audit_reader,
-                resource_url=settings.resource_url,
-                tenant_claim=settings.auth.tenant_claim,
-                simulation=_simulation(dev) if dev is not None else None,
-            )
-        )
 
     tools.changes.add(lambda: bus.publish(ListChanged("tools")))
     served = {"tools"}
@@ -311,6 +301,25 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         audit=audit.log.record,
     )
     components.append(Parts(lifetime=lambda: _both(plain.run(), streaming.run())))
+    if settings.lab_served:
+        components.append(
+            build_lab(
+                settings.lab,
+                admission=admission,
+                audit=audit_reader,
+                resource_url=settings.resource_url,
+                tenant_claim=settings.auth.tenant_claim,
+                simulation=Simulation(
+                    send=InProcessMcp(endpoint, url=settings.resource_url),
+                    trail=audit_reader,
+                    flush_audit=lambda: anyio.to_thread.run_sync(audit.log.flush),
+                    # Without the development issuer only the request with no token is shown.
+                    mint=_simulation_minter(dev) if dev is not None and settings.simulation_served else None,
+                )
+                if settings.lab.simulation
+                else None,
+            )
+        )
 
     # For the commands that act for this server (`aml-mcp token`, `aml-mcp revoke`): see server_record.
     record = ServerRecord(settings.resource_url, tuple(auth.trusted_issuers))
@@ -359,6 +368,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     app.state.runtime = runtime
     app.state.settings = settings
     app.state.listen = listen
+    app.state.mcp_server = server  # what the isolation tests enumerate: every method it serves
     app.state.audit = audit.log
     app.state.metrics = metrics
     app.state.metrics_app = metrics_app(
@@ -371,8 +381,8 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     return app
 
 
-def _simulation(dev: DevAuth) -> Simulation:
-    """The lab's flawed tokens, signed by the development issuer for the demo users' banks."""
+def _simulation_minter(dev: DevAuth) -> MintToken:
+    """The lab simulation's flawed tokens, signed by the development issuer (they never leave the server)."""
 
     def mint(
         *,
@@ -380,8 +390,9 @@ def _simulation(dev: DevAuth) -> Simulation:
         tenant: str,
         client_id: str,
         scopes: Sequence[str],
-        audience: str | None = None,
-        claims: dict[str, Any] | None = None,
+        audience: str | None,
+        ttl_seconds: int,
+        claims: Mapping[str, Any],
     ) -> tuple[str, str]:
         minted = dev.minter.mint(
             subject=subject,
@@ -389,11 +400,12 @@ def _simulation(dev: DevAuth) -> Simulation:
             client_id=client_id,
             scopes=scopes,
             audience=audience,
+            ttl_seconds=ttl_seconds,
             extra=claims,
         )
         return minted.token, minted.jti
 
-    return Simulation(mint, banks=sorted({user.tenant for user in UserDirectory()}))
+    return mint
 
 
 def _waking(*wakes: Callable[[], None]) -> Callable[[], Awaitable[None]]:

@@ -35,10 +35,18 @@ class Principal:
     """Epoch seconds after which the credential is no longer valid; `None` never expires."""
     token_id: str | None = None
     """The credential's `jti`, used for revocation; never the token itself."""
+    simulated: bool = False
+    """The token carries `SIMULATED_CLAIM`: the lab's simulation minted it to demonstrate one refusal."""
 
     @property
     def owner(self) -> Owner:
         return Owner(self.issuer, self.subject, self.tenant, self.client_id)
+
+
+SIMULATED_CLAIM = "aml-mcp/simulated"
+"""Marks a token the lab's authorization simulation minted for one in-process request. Such a token
+never leaves the server; should one ever escape, the gate still refuses it every request that could
+succeed (it may only be refused, or look up a task and be told it does not exist)."""
 
 
 LOCAL_PRINCIPAL = Principal(

@@ -1,6 +1,6 @@
-"""The lab's server side: its assets and configuration, the audit view (the caller's bank only, the
-audit scope, the same 401/403 as `/mcp`) and the simulation's flawed tokens, each refused at `/mcp`
-for its own reason and visible in the audit view of the caller who asked for it, and no one else."""
+"""The lab's server side, over real HTTP: its assets and configuration, the audit view (the caller's
+bank only, the audit scope, the same 401/403 as `/mcp`) and the simulation, which runs each flawed
+request inside the server and answers what was refused and recorded — never a credential."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from aml_mcp.config import Settings
 from aml_mcp.lab.settings import LabSettings
-from tests.support.mcp_http import message, post
-from tests.support.oauth import SecuredServer, TestIssuer, audit_events, auth_settings, secured_server
+from aml_mcp.principal import SIMULATED_CLAIM
+from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server
 from tests.support.scoped_catalog import scoped_catalog
 from tests.support.waiting import eventually
 
@@ -26,7 +26,9 @@ ALICE = {"subject": "alice", "tenant": "meridian-bank", "client_id": "aml-mcp-la
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredServer]:
-    with secured_server(tmp_path_factory.mktemp("lab"), scoped_catalog(), dev=True) as running:
+    with secured_server(
+        tmp_path_factory.mktemp("lab"), scoped_catalog(), dev=True, real_socket=True
+    ) as running:
         yield running
 
 
@@ -66,7 +68,7 @@ def test_the_page_and_its_configuration_are_served(server: SecuredServer) -> Non
         "clientId": "aml-mcp-lab",
         "tenantClaim": "tenant",
         "auditScope": "aml:admin",
-        "simulation": True,
+        "simulation": ["wrong_audience", "expired", "no_scope", "no_token", "other_bank"],
     }
 
 
@@ -136,49 +138,137 @@ def test_hostile_filter_text_is_refused_or_matches_nothing(server: SecuredServer
         assert answer.json()["events"] == []
 
 
-def test_flawed_tokens_are_refused_each_for_its_reason(server: SecuredServer) -> None:
-    carol = token(server, CAROL)
-    minted = server.http.post("/lab/api/simulation", headers={"authorization": f"Bearer {carol}"})
-    assert minted.status_code == 200
-    tokens = {entry["kind"]: entry for entry in minted.json()["tokens"]}
-    assert set(tokens) == {"wrong_audience", "expired", "no_scope", "other_bank"}
-    call = {"name": "probe_read", "arguments": {}}
+EXPECTED = {
+    # case: (HTTP status, the audit reason of the refusal)
+    "wrong_audience": (401, "wrong_audience"),
+    "expired": (401, "expired"),
+    "no_scope": (403, "insufficient_scope"),
+    "no_token": (401, "no_token"),
+}
 
-    wrong = server.post("tools/call", call, token=tokens["wrong_audience"]["token"])
-    assert wrong.status_code == 401
-    assert 'error="invalid_token"' in wrong.headers["www-authenticate"]
-    expired = server.post("tools/call", call, token=tokens["expired"]["token"])
-    assert expired.status_code == 401
-    assert 'error="invalid_token"' in expired.headers["www-authenticate"]
-    scopeless = server.post("tools/call", call, token=tokens["no_scope"]["token"])
-    assert scopeless.status_code == 403
-    other = server.post("tools/call", call, token=tokens["other_bank"]["token"])
-    assert other.status_code == 200
-    assert other.json()["result"]["structuredContent"]["tenant"] == "harbour-trust"
 
-    ids = {entry["tokenId"]: kind for kind, entry in tokens.items()}
+def simulate(server: SecuredServer, bearer: str | None, body: Any) -> httpx.Response:
+    headers = {"authorization": f"Bearer {bearer}"} if bearer else {}
+    if isinstance(body, bytes):
+        return server.http.post("/lab/api/simulation", content=body, headers=headers)
+    return server.http.post("/lab/api/simulation", json=body, headers=headers)
 
-    def seen(event: dict[str, Any]) -> str | None:
-        unverified = (event.get("detail") or {}).get("unverified") or {}
-        return ids.get(event["token_id"]) or ids.get(unverified.get("jti"))
 
-    def all_four() -> list[dict[str, Any]] | None:
-        events: list[dict[str, Any]] = feed(server, carol).json()["events"]
-        return events if {seen(event) for event in events} >= set(tokens) else None
+def strings_in(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from strings_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings_in(item)
 
-    events = eventually(all_four, timeout=5, what="every simulated token's record in carol's feed")
-    calls = [event for event in events if seen(event) and event["method"] == "tools/call"]
-    reasons = {seen(event): event["reason"] for event in calls}
-    assert reasons["wrong_audience"] != reasons["expired"]  # each refusal says why
-    assert reasons["no_scope"] == "insufficient_scope"
-    assert reasons["other_bank"] == "ok"
 
-    # Another bank's admin never sees carol's refused simulations (no tenant was known for them).
-    erin_view = feed(server, token(server, ERIN)).json()["events"]
-    unverified_ids = {((e.get("detail") or {}).get("unverified") or {}).get("jti") for e in erin_view}
-    assert not unverified_ids & {tokens[k]["tokenId"] for k in ("wrong_audience", "expired")}
-    # ... nor do carol's own colleagues' simulations leak to her through these token ids.
-    assert all(event["tenant"] in {"meridian-bank", "harbour-trust", None} for event in events)
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_each_case_is_refused_on_the_server_for_its_reason_with_its_audit_record(
+    server: SecuredServer, case: str
+) -> None:
+    answer = simulate(server, token(server, CAROL), {"case": case, "tool": "probe_read"})
+    assert answer.status_code == 200, answer.text
+    outcome = answer.json()
+    status, reason = EXPECTED[case]
+    assert outcome["case"] == case
+    assert outcome["status"] == status
+    assert outcome["request"] == {"method": "tools/call", "params": {"name": "probe_read", "arguments": {}}}
+    assert outcome["challenge"].startswith("Bearer ")
+    assert outcome["flaw"]
+    refusals = [event for event in outcome["audit"] if event["decision"] == "deny"]
+    assert [event["reason"] for event in refusals] == [reason]
+    assert "token" not in outcome
+
+
+def test_another_bank_reading_your_task_is_told_it_does_not_exist(server: SecuredServer) -> None:
+    answer = simulate(server, token(server, CAROL), {"case": "other_bank", "taskId": secrets.token_hex(16)})
+    assert answer.status_code == 200, answer.text
+    outcome = answer.json()
+    assert outcome["status"] == 400  # -32602, as for any unknown id
+    assert outcome["message"]["error"] == {"code": -32602, "message": "Task not found"}
+    assert outcome["request"]["method"] == "tasks/get"
+    # The gate let the lookup through (it needs no scope for an unknown id); the handler refused it.
+    assert [event["decision"] for event in outcome["audit"]] == ["allow", "deny"]
+    assert {event["tenant"] for event in outcome["audit"]} == {"aml-mcp-simulated-bank"}
+    assert all(event["subject"].startswith("urn:aml-mcp:simulated:") for event in outcome["audit"])
+
+
+def test_no_simulation_answer_holds_a_credential_the_server_accepts(server: SecuredServer) -> None:
+    """Security review 2, N1: the answer handed out a valid token for another bank, with the caller's
+    scopes. Every string of every case's answer is now tried as a bearer token: none is accepted."""
+    bob = server.dev_token(subject="bob", tenant="harbour-trust", client_id="aml-mcp-cli", scope="aml:admin")
+    answers = [
+        simulate(server, bob.token, {"case": case, "tool": "probe_read", "taskId": "t"}).json()
+        for case in [*EXPECTED, "other_bank"]
+    ]
+    candidates = {text for answer in answers for text in strings_in(answer) if len(text) >= 16}
+    assert candidates  # the answers are not empty: there was something to try
+    for text in candidates:
+        if not text.isascii() or any(c.isspace() for c in text):
+            continue  # cannot even be sent as a bearer token
+        tried = server.post("tools/call", {"name": "probe_read", "arguments": {}}, token=text)
+        assert tried.status_code == 401, text
+
+
+def test_a_simulated_token_gets_past_the_gate_only_to_be_told_a_task_is_unknown(
+    server: SecuredServer,
+) -> None:
+    """Belt and braces for N1: were a simulated token ever to leave the server, it could do nothing."""
+    simulated = server.dev_token(
+        subject="carol",
+        tenant="meridian-bank",
+        client_id="aml-mcp-lab",
+        scope="aml:admin",
+        extra={SIMULATED_CLAIM: "other_bank"},
+    ).token
+    call = server.post("tools/call", {"name": "probe_read", "arguments": {}}, token=simulated)
+    assert call.status_code == 401
+    assert 'error="invalid_token"' in call.headers["www-authenticate"]
+    assert server.post("tools/list", token=simulated).status_code == 401
+    # ... and it can never ask the lab for another run, nor read the audit view.
+    assert simulate(server, simulated, {"case": "no_token"}).status_code == 401
+    assert feed(server, simulated).status_code == 401
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    lookup = server.post(
+        "tasks/get", {"taskId": "0" * 32}, token=simulated, capabilities=tasks, **{"mcp-name": "0" * 32}
+    )
+    assert lookup.json()["error"]["message"] == "Task not found"
+    server.wait_for_audit(reason="simulated_token", subject="carol", method="tools/call")
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b"not json", "the body must be a JSON object"),
+        (b"[" * 3000, "the body must be a JSON object"),
+        (b'{"case": "' + b"x" * 5000 + b'"}', "the body must be a JSON object"),
+        ({"case": 1}, "the body must be a JSON object"),
+        ({"case": "mint_me_a_token"}, "case must be one of"),
+        ({"case": "other_bank"}, "taskId must be a string"),
+        ({"case": "other_bank", "taskId": ["x"]}, "taskId must be a string"),
+        ({"case": "other_bank", "taskId": "x" * 129}, "taskId must be a string"),
+        (b'{"case": "other_bank", "taskId": "\\ud800"}', "taskId must be a string"),
+        ({"case": "no_scope", "tool": ""}, "tool must be a string"),
+    ],
+)
+def test_bad_simulation_requests_get_a_clear_400(server: SecuredServer, body: Any, problem: str) -> None:
+    answer = simulate(server, token(server, CAROL), body)
+    assert answer.status_code == 400
+    assert problem in answer.json()["error"]
+
+
+def test_the_simulation_is_rate_limited_per_caller(server: SecuredServer) -> None:
+    limit = LabSettings().simulation_runs_per_minute
+    dave = server.dev_token(subject="dave", tenant="meridian-bank", client_id="aml-mcp-lab", scope="aml:read")
+    answers = [simulate(server, dave.token, {"case": "no_token"}) for _ in range(limit + 1)]
+    assert [answer.status_code for answer in answers] == [200] * limit + [429]
+    assert 1 <= int(answers[-1].headers["retry-after"]) <= 60
+    # Another caller is not held back by dave's runs.
+    assert simulate(server, token(server, CAROL), {"case": "no_token"}).status_code == 200
 
 
 def test_the_simulation_needs_a_verified_caller(server: SecuredServer) -> None:
@@ -205,57 +295,14 @@ def test_the_lab_on_purpose_with_another_issuer_has_no_simulation(tmp_path: Any)
             lab=LabSettings(enabled=True),
         ) as running,
     ):
-        assert running.http.get("/lab/config.json").json()["simulation"] is False
+        assert running.http.get("/lab/config.json").json()["simulation"] == ["no_token"]
         bearer = running.mint(subject="carol", tenant="meridian-bank", scope="aml:admin")
-        answer = running.http.post("/lab/api/simulation", headers={"authorization": f"Bearer {bearer}"})
-        assert answer.status_code == 404
+        answer = simulate(running, bearer, {"case": "no_scope", "tool": "probe_read"})
+        assert answer.status_code == 400
+        assert answer.json()["error"] == "case must be one of: no_token"
+        assert simulate(running, bearer, {"case": "no_token", "tool": "probe_read"}).json()["status"] == 401
 
 
 def test_the_lab_needs_authentication() -> None:
     with pytest.raises(ValidationError, match=r"lab\.enabled needs auth\.enabled"):
         Settings(lab=LabSettings(enabled=True), auth={"enabled": False})
-
-
-def test_a_request_without_a_token_is_found_by_the_trace_it_carried(server: SecuredServer) -> None:
-    carol, erin = token(server, CAROL), token(server, ERIN)
-    trace = secrets.token_hex(16)
-    # A tool name of its own: identical anonymous refusals close together are folded into one count.
-    body = message("tools/call", {"name": f"probe-{trace[:8]}", "arguments": {}})
-    body["params"]["_meta"]["traceparent"] = f"00-{trace}-{secrets.token_hex(8)}-01"
-    assert post(server.http, body).status_code == 401
-    found = events_until(server, carol, lambda e: e["reason"] == "no_token", trace=trace)
-    assert [e["detail"]["trace_id"] for e in found if e["reason"] == "no_token"] == [trace]
-    # Without the trace, or with another one, the anonymous refusal is nobody's bank's.
-    assert all(e["reason"] != "no_token" for e in feed(server, erin).json()["events"])
-    other = secrets.token_hex(16)
-    assert all(e["reason"] != "no_token" for e in feed(server, erin, trace=other).json()["events"])
-
-
-def test_a_trace_never_reveals_a_refused_token(server: SecuredServer) -> None:
-    """A refused token's record holds its unverified claims: a trace alone does not show it to anyone."""
-    trace = secrets.token_hex(16)
-    elsewhere = server.dev_token(**ERIN, audience="https://elsewhere.example/mcp").token
-    body = message("tools/call", {"name": f"probe-{trace[:8]}", "arguments": {}})  # not folded, as above
-    body["params"]["_meta"]["traceparent"] = f"00-{trace}-{secrets.token_hex(8)}-01"
-    assert post(server.http, body, token=elsewhere).status_code == 401
-    server.wait_for_audit(decision="deny", method="tools/call")
-    carol = token(server, CAROL)
-
-    def traced(event: dict[str, Any]) -> bool:
-        return (event.get("detail") or {}).get("trace_id") == trace
-
-    eventually(
-        lambda: any(traced(e) for e in audit_events(server.data_dir)), timeout=5, what="the refusal's record"
-    )
-    assert not any(traced(e) for e in feed(server, carol, trace=trace).json()["events"])
-
-
-@pytest.mark.parametrize("traces", [["A" * 32], ["0" * 31], [secrets.token_hex(16)] * 17])
-def test_malformed_traces_are_refused(server: SecuredServer, traces: list[str]) -> None:
-    answer = server.http.get(
-        "/lab/api/audit",
-        params={"trace": traces},
-        headers={"authorization": f"Bearer {token(server, CAROL)}"},
-    )
-    assert answer.status_code == 400
-    assert "trace must be" in answer.json()["error"]

@@ -324,6 +324,7 @@ class SecuredServer:
         scope: str = "aml:read",
         audience: str | None = None,
         ttl: int = 300,
+        extra: Mapping[str, Any] | None = None,
     ) -> MintedToken:
         """A token signed by the development issuer's key: the one in this server's data directory,
         or with `database_url` set the one every replica on that database signs with."""
@@ -344,6 +345,7 @@ class SecuredServer:
                 scopes=scope.split(),
                 audience=audience,
                 ttl_seconds=ttl,
+                extra=extra,
             )
 
     def audit(self, *, since: int = 0, **match: Any) -> list[dict[str, Any]]:

@@ -24,7 +24,15 @@ import psycopg
 from psycopg import sql
 
 from aml_mcp.audit.events import AuditEvent, fallback_record
-from aml_mcp.audit.table import COLUMNS, BankQuery, equality_filters, matches_nothing, prepare_row, row_of
+from aml_mcp.audit.table import (
+    COLUMNS,
+    REQUEST_EVENTS,
+    BankQuery,
+    equality_filters,
+    matches_nothing,
+    prepare_row,
+    row_of,
+)
 from aml_mcp.store.postgres import PostgresDatabase, storable
 from aml_mcp.store.sqlite import Migration
 
@@ -175,20 +183,8 @@ class PostgresAuditReader:
         """Same selection as `table.bank_events` (see there for whose events are whose)."""
         if matches_nothing(query):
             return []
-        token_ids = [token_id for token_id in query.token_ids if storable(token_id)]
-        mine = "tenant = %s"
         params: list[Any] = [query.tenant]
-        if token_ids:
-            mine += " OR token_id = ANY(%s) OR (tenant IS NULL AND unverified_jti = ANY(%s))"
-            params += [token_ids, token_ids]
-        traces = [trace for trace in query.anonymous_traces if storable(trace)]
-        if traces:
-            mine += (
-                " OR (tenant IS NULL AND subject IS NULL AND token_id IS NULL"
-                " AND NOT unverified AND trace_id = ANY(%s))"
-            )
-            params.append(traces)
-        where = [f"({mine})", "seq > %s"]
+        where = ["tenant = %s", "seq > %s"]
         params.append(query.after)
         for column, value in equality_filters(query):
             where.append(f"{column} = %s")
@@ -203,3 +199,21 @@ class PostgresAuditReader:
         params.append(query.limit)
         rows = await self.database.execute(select, params)
         return [_event(row) for row in reversed(rows)]
+
+    async def head(self) -> int:
+        rows = await self.database.execute("SELECT COALESCE(MAX(seq), 0) FROM audit_events", ())
+        return int(rows[0][0])
+
+    async def request_events(
+        self, *, after: int, token_id: str | None, trace_id: str
+    ) -> list[dict[str, Any]]:
+        """Same selection as `SqliteAuditReader.request_events`."""
+        if not storable(trace_id) or not storable(token_id or ""):
+            return []  # not an id the server chose: no event carries it
+        rows = await self.database.execute(
+            f"SELECT {', '.join(COLUMNS)} FROM audit_events WHERE seq > %s AND ("  # noqa: S608
+            " trace_id = %s OR (%s::text IS NOT NULL AND (token_id = %s OR unverified_jti = %s))"
+            ") ORDER BY seq LIMIT %s",
+            (after, trace_id, token_id, token_id, token_id, REQUEST_EVENTS),
+        )
+        return [_event(row) for row in rows]

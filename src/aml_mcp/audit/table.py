@@ -213,8 +213,6 @@ class BankQuery:
     subject: str | None = None
     method: str | None = None
     except_method: str | None = None
-    token_ids: Sequence[str] = ()
-    anonymous_traces: Sequence[str] = ()
 
 
 def matches_nothing(query: BankQuery) -> bool:
@@ -227,35 +225,13 @@ def matches_nothing(query: BankQuery) -> bool:
 async def bank_events(database: SqliteDatabase, query: BankQuery) -> list[dict[str, Any]]:
     """One bank's events with `seq > after`, oldest first, at most `limit` (the newest when more match).
 
-    An event is the bank's when its verified tenant is `tenant`, or when it was made with one of
-    `token_ids` — tokens the caller holds the ids of because they were minted for the caller (the
-    lab's simulated tokens): those count whether the token verified (another bank's simulated
-    analyst) or was refused before any tenant was known (then the id is in `detail.unverified`).
-    Never anything else: an event with no tenant is nobody's bank unless its token is the caller's —
-    or unless it is fully anonymous (no token at all, so no identity in it) and carries one of
-    `anonymous_traces`, trace ids the caller chose at random for requests it sent without a token.
+    An event is the bank's when its verified tenant is `tenant`; an event with no tenant (a refusal
+    before any credential was verified) is nobody's bank's, so no bank's view shows it.
     """
     if matches_nothing(query):
         return []
-    token_ids = [token_id for token_id in query.token_ids if storable(token_id)]
-    marks = ", ".join("?" for _ in token_ids)
-    mine = "tenant = ?"
     params: list[Any] = [query.tenant]
-    if token_ids:
-        mine += (
-            f" OR token_id IN ({marks})"
-            f" OR (tenant IS NULL AND json_extract(detail, '$.unverified.jti') IN ({marks}))"
-        )
-        params += token_ids + token_ids
-    traces = [trace for trace in query.anonymous_traces if storable(trace)]
-    if traces:
-        mine += (
-            " OR (tenant IS NULL AND subject IS NULL AND token_id IS NULL"
-            " AND json_extract(detail, '$.unverified') IS NULL"
-            f" AND json_extract(detail, '$.trace_id') IN ({', '.join('?' for _ in traces)}))"
-        )
-        params += traces
-    where = [f"({mine})", "seq > ?"]
+    where = ["tenant = ?", "seq > ?"]
     params.append(query.after)
     for column, value in equality_filters(query):
         where.append(f"{column} = ?")
@@ -287,12 +263,30 @@ def equality_filters(query: BankQuery) -> list[tuple[str, str]]:
     return [(column, value) for column, value in wanted if value is not None]
 
 
+REQUEST_EVENTS = 16
+"""Most records one request makes (the gate's, a handler's): a bound, never reached in practice."""
+
+
 class AuditReader(Protocol):
-    """The queries the lab's audit view runs, whichever database holds the trail."""
+    """The queries the lab runs on the trail, whichever database holds it."""
 
     async def recent_events(self, limit: int) -> list[dict[str, Any]]: ...
 
     async def bank_events(self, query: BankQuery) -> list[dict[str, Any]]: ...
+
+    async def head(self) -> int:
+        """The newest event's number (0 for an empty trail): where a later `request_events` starts."""
+        ...
+
+    async def request_events(
+        self, *, after: int, token_id: str | None, trace_id: str
+    ) -> list[dict[str, Any]]:
+        """The records of one request sent after `head` was `after`: those made with the token
+        `token_id` (verified, or refused with it in `detail.unverified`) or carrying `trace_id`.
+
+        Only for requests the server sent itself with a token and a trace id it chose at random (the
+        lab's simulation), so whoever asks learns nothing about anybody else's requests."""
+        ...
 
 
 class SqliteAuditReader:
@@ -306,3 +300,35 @@ class SqliteAuditReader:
 
     async def bank_events(self, query: BankQuery) -> list[dict[str, Any]]:
         return await bank_events(self.database, query)
+
+    async def head(self) -> int:
+        def newest(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM audit_events").fetchone()
+            return int(row[0])
+
+        return await self.database.read(newest)
+
+    async def request_events(
+        self, *, after: int, token_id: str | None, trace_id: str
+    ) -> list[dict[str, Any]]:
+        if not storable(trace_id) or not storable(token_id or ""):
+            return []  # not an id the server chose: no event carries it
+        sql = (
+            f"SELECT {', '.join(COLUMNS)} FROM audit_events WHERE seq > ? AND ("  # noqa: S608
+            " json_extract(detail, '$.trace_id') = ?"
+            " OR (? IS NOT NULL AND (token_id = ? OR json_extract(detail, '$.unverified.jti') = ?))"
+            ") ORDER BY seq LIMIT ?"
+        )
+        params = (after, trace_id, token_id, token_id, token_id, REQUEST_EVENTS)
+
+        def select(conn: sqlite3.Connection) -> Sequence[tuple[Any, ...]]:
+            return conn.execute(sql, params).fetchall()
+
+        return [_decoded(row) for row in await self.database.read(select)]
+
+
+def _decoded(row: Sequence[Any]) -> dict[str, Any]:
+    event = dict(zip(COLUMNS, row, strict=True))
+    if event["detail"]:
+        event["detail"] = json.loads(event["detail"])
+    return event

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from aml_mcp.auth.errors import TokenRejected
-from aml_mcp.principal import Principal
+from aml_mcp.principal import SIMULATED_CLAIM, Principal
 
 _MAX_CLAIM = 256
 
@@ -173,4 +173,5 @@ def principal_from_claims(
         scopes=scopes,
         expires_at=exp,
         token_id=token_id,
+        simulated=SIMULATED_CLAIM in claims,
     )

@@ -8,7 +8,8 @@ Order of checks, each refusal audited with its reason:
    `invalid_token` on any failure, 503 if the issuer's keys cannot be had;
 4. revocation by `jti` or subject → 401 `invalid_token`;
 5. the scopes the request needs (from `ScopeRules`: the tool's scope for `tools/call`, the
-   creating tool's for `tasks/*`), with the scope hierarchy applied → 403 `insufficient_scope`.
+   creating tool's for `tasks/*`), with the scope hierarchy applied → 403 `insufficient_scope`;
+6. a token the lab's simulation minted (`SIMULATED_CLAIM`) passes only to look a task up → 401.
 
 Only then is the principal handed to the protocol layer. The raw token goes no further than
 step 3 and is never logged or stored.
@@ -51,6 +52,9 @@ logger = logging.getLogger(__name__)
 _TARGET_FIELDS = ("name", "uri")
 _MAX_TARGET = 200
 _UNVERIFIED_CLAIMS = ("iss", "sub", "client_id", "azp", "jti", "aud")
+SIMULATED_TOKEN_METHODS = frozenset({"tasks/get"})
+"""All a token the lab's simulation minted may get past the gate for: a task lookup, which for its
+fresh subject can only answer "Task not found" (the refusal the simulation demonstrates)."""
 
 
 def describe(message: Any) -> tuple[str | None, Mapping[str, Any], str | None]:
@@ -297,6 +301,12 @@ class BearerAdmission:
                 "insufficient_scope",
                 principal,
                 detail={"needed": sorted(needed), "granted": sorted(principal.scopes)},
+            )
+        if principal.simulated and method not in SIMULATED_TOKEN_METHODS:
+            return deny(
+                self.challenges.invalid_token(request_id, "this token only demonstrates a refusal"),
+                "simulated_token",
+                principal,
             )
         self.record(
             AuditEvent.about(

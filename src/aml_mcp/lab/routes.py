@@ -2,12 +2,16 @@
 
 The two API routes authenticate exactly as `/mcp` does — the same admission, so the same 401/403
 challenges, revocation checks and audit records — under method names of their own (`lab/audit`,
-`lab/simulation`) whose scope rules the lab contributes like any component.
+`lab/simulation`) whose scope rules the lab contributes like any component. Neither answers
+anything the caller's own token could not read: the audit view shows the caller's bank's records,
+and the simulation answers what its in-process requests got back, never a credential.
 """
 
 from __future__ import annotations
 
-import re
+import json
+import math
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib.resources import files
 from typing import Any
@@ -21,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aml_mcp.audit.table import AuditReader, BankQuery
 from aml_mcp.http.endpoint import Admission
 from aml_mcp.lab.settings import LabSettings
-from aml_mcp.lab.simulation import Simulation
+from aml_mcp.lab.simulation import CaseRefused, Simulation, SimulationRate
 from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRule, StaticScopeRule
 from aml_mcp.store.postgres import storable
@@ -30,10 +34,10 @@ AUDIT_METHOD = "lab/audit"
 SIMULATION_METHOD = "lab/simulation"
 _FILTERS = ("decision", "subject", "method")
 _MAX_FILTER_CHARS = 200
-_MAX_TRACES = 16
-_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _MAX_SEQ = 2**63 - 1
 """The largest event number the store can hold (a larger `after` cannot even be compared)."""
+_MAX_SIMULATION_BODY = 4096
+"""A simulation request names a case and at most a task id."""
 
 _NO_STORE = {"Cache-Control": "no-store"}
 
@@ -68,6 +72,7 @@ class LabRoutes:
         resource_url: str,
         tenant_claim: str,
         simulation: Simulation | None,
+        simulation_rate: SimulationRate,
     ) -> None:
         self.settings = settings
         self.admission = admission
@@ -76,6 +81,7 @@ class LabRoutes:
         self.resource_url = resource_url
         self.tenant_claim = tenant_claim
         self.simulation = simulation
+        self.simulation_rate = simulation_rate
 
     @property
     def routes(self) -> Sequence[BaseRoute]:
@@ -100,7 +106,7 @@ class LabRoutes:
                 "clientId": self.settings.client_id,
                 "tenantClaim": self.tenant_claim,
                 "auditScope": self.settings.audit_scope,
-                "simulation": self.simulation is not None,
+                "simulation": [case.kind for case in self.simulation.cases] if self.simulation else [],
             },
             headers=_NO_STORE,
         )
@@ -128,17 +134,11 @@ class LabRoutes:
                 # not even compare it: the same 400 whichever database keeps the trail.
                 return _bad(f"{name} must not hold U+0000 or an unpaired surrogate")
             filters[name] = value
-        traces = query.getlist("trace")
-        if len(traces) > _MAX_TRACES or not all(_TRACE_ID.fullmatch(trace) for trace in traces):
-            return _bad(f"trace must be at most {_MAX_TRACES} trace ids of 32 lower-case hex digits")
-        issued = self.simulation.issued_to(caller) if self.simulation is not None else []
         events = await self.trail.bank_events(
             BankQuery(
                 tenant=caller.tenant,
                 after=after,
                 limit=self.settings.audit_page_size,
-                token_ids=issued,
-                anonymous_traces=traces,
                 # The view's own polls are audited too, but would bury everything else: on request.
                 except_method=AUDIT_METHOD if filters["method"] is None else None,
                 **filters,
@@ -152,15 +152,25 @@ class LabRoutes:
     async def _simulate(self, request: Request, caller: Principal) -> Response:
         if self.simulation is None:
             return JSONResponse(
-                {"error": "the simulation needs the development authorization server"},
-                status_code=404,
-                headers=_NO_STORE,
+                {"error": "the simulation is not served here"}, status_code=404, headers=_NO_STORE
             )
-        tokens = [
-            {"kind": token.kind, "token": token.token, "tokenId": token.token_id, "flaw": token.flaw}
-            for token in self.simulation.tokens_for(caller)
-        ]
-        return JSONResponse({"tokens": tokens}, headers=_NO_STORE)
+        wait = self.simulation_rate.retry_after(caller.owner, time.monotonic())
+        if wait is not None:
+            return JSONResponse(
+                {"error": "too many simulations; try again shortly"},
+                status_code=429,
+                headers={**_NO_STORE, "Retry-After": str(max(1, math.ceil(wait)))},
+            )
+        body = await _small_json(request, _MAX_SIMULATION_BODY)
+        if not isinstance(body, dict) or not isinstance(body.get("case"), str):
+            return _bad('the body must be a JSON object naming a "case"')
+        try:
+            outcome = await self.simulation.run(
+                caller, body["case"], tool=body.get("tool"), task_id=body.get("taskId")
+            )
+        except CaseRefused as refused:
+            return _bad(str(refused))
+        return JSONResponse(outcome.as_json(), headers=_NO_STORE)
 
     async def _as(
         self,
@@ -199,6 +209,19 @@ async def _icon(request: Request) -> Response:
 
 async def _to_page(request: Request) -> Response:
     return RedirectResponse("/lab/", status_code=308)
+
+
+async def _small_json(request: Request, limit: int) -> Any:
+    """The request's JSON body, or `None` when it is longer than `limit` bytes or not JSON text."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _bad(message: str) -> Response:

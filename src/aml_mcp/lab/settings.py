@@ -28,3 +28,6 @@ class LabSettings(BaseModel):
     """Scope the audit view needs; it only ever shows the caller's own bank's events."""
     audit_page_size: int = Field(default=100, ge=1, le=1_000)
     """Most audit events one poll of the audit view returns."""
+    simulation_runs_per_minute: int = Field(default=30, ge=1, le=600)
+    """Most authorization simulations one caller may run per minute on one server process (each
+    signs a token and serves a request); past it the simulation answers 429 with `Retry-After`."""

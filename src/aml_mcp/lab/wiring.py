@@ -7,7 +7,7 @@ from aml_mcp.component import Parts
 from aml_mcp.http.endpoint import Admission
 from aml_mcp.lab.routes import LabRoutes, lab_scope_rules
 from aml_mcp.lab.settings import LabSettings
-from aml_mcp.lab.simulation import Simulation
+from aml_mcp.lab.simulation import Simulation, SimulationRate
 
 
 def build_lab(
@@ -27,6 +27,7 @@ def build_lab(
         resource_url=resource_url,
         tenant_claim=tenant_claim,
         simulation=simulation,
+        simulation_rate=SimulationRate(settings.simulation_runs_per_minute, 60.0),
     )
     return Parts(routes=routes.routes)
 

@@ -110,7 +110,7 @@ async function main() {
   const lastTask = () => [...timeline.tasks.keys()].at(-1);
   const simulation = new Simulation({ client, audit, session, claims, lastTask, output: $("simulation-results"),
     report: (message) => say(message) });
-  const available = CASES.filter((c) => config.simulation || c.kind === "no_token");
+  const available = CASES.filter((c) => config.simulation.includes(c.kind));
   $("simulation-buttons").replaceChildren(...available.map((c) => el("button", { type: "button",
     dataset: { case: c.kind }, onclick: () => simulation.run(c.kind).catch((error) => say(error.message, true)) }, c.label)));
 }

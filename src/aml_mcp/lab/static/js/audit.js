@@ -30,10 +30,9 @@ export class AuditView {
   }
 
   /** One page of events after `after` (all filters applied); throws with the HTTP status when refused. */
-  async fetch(after, filters = new URLSearchParams(), traces = []) {
+  async fetch(after, filters = new URLSearchParams()) {
     const query = new URLSearchParams(filters);
     query.set("after", String(after));
-    for (const trace of traces) query.append("trace", trace);
     const response = await fetch(`/lab/api/audit?${query}`, { headers: { authorization: `Bearer ${this.token}` } });
     const body = await response.json().catch(() => null);
     if (!response.ok) {

@@ -22,19 +22,8 @@ function nameOf(method, params) {
   return undefined;
 }
 
-function hex(bytes) {
-  return [...crypto.getRandomValues(new Uint8Array(bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-/** A fresh W3C trace context: the server keeps its trace id in the audit record of the request. */
-export function newTrace() {
-  const traceId = hex(16);
-  return { traceId, traceparent: `00-${traceId}-${hex(8)}-01` };
-}
-
-function meta(traceparent) {
+function meta() {
   return {
-    ...(traceparent ? { traceparent } : {}),
     "io.modelcontextprotocol/protocolVersion": PROTOCOL,
     "io.modelcontextprotocol/clientCapabilities": { extensions: { [TASKS]: {} }, elicitation: {} },
     "io.modelcontextprotocol/clientInfo": { name: "aml-mcp-lab", version: "1.0.0" },
@@ -72,7 +61,7 @@ export class McpClient {
   }
 
   /** One request, answered in full: `{status, challenge, message}` whatever the outcome (for the simulation). */
-  async exchange(method, params = {}, { token = this.token, signal, traceparent } = {}) {
+  async exchange(method, params = {}, { token = this.token, signal } = {}) {
     const id = nextId++;
     const headers = {
       "content-type": "application/json",
@@ -86,7 +75,7 @@ export class McpClient {
     const response = await fetch(this.url, {
       method: "POST",
       headers,
-      body: JSON.stringify({ jsonrpc: "2.0", id, method, params: { ...params, _meta: meta(traceparent) } }),
+      body: JSON.stringify({ jsonrpc: "2.0", id, method, params: { ...params, _meta: meta() } }),
       signal,
     });
     const challenge = response.headers.get("www-authenticate");

@@ -1,9 +1,10 @@
-// The authorization simulation: the same request sent with a flawed credential and with the
-// signed-in user's own token, each shown with its HTTP status, `WWW-Authenticate` challenge and
-// the audit record the server wrote for it (fetched live from the audit view).
+// The authorization simulation: a request sent with a flawed credential and the same request with
+// the signed-in user's own token, each shown with its HTTP status, `WWW-Authenticate` challenge and
+// the audit record the server wrote for it. The flawed request is built and sent by the server
+// itself (`POST /lab/api/simulation`): the page names the case and gets back only what the server
+// answered and recorded — never the flawed credential.
 
 import { el, rawJson } from "./dom.js";
-import { newTrace } from "./mcp.js";
 
 const SEARCH = { name: "search_aml_notes", arguments: { query: "cash deposits under the reporting threshold", top_k: 1 } };
 const WAIT_FOR_RECORD_MS = 8000;
@@ -20,50 +21,37 @@ export const CASES = [
 export class Simulation {
   constructor({ client, audit, session, claims, lastTask, output, report }) {
     Object.assign(this, { client, audit, session, claims, lastTask, output, report });
-    this.tokens = null;
   }
 
-  async flawedTokens() {
-    if (this.tokens) return this.tokens;
+  /** Runs one case on the server: `{flaw, request, status, challenge, message, audit}`. */
+  async flawed(kind, taskId) {
     const response = await fetch("/lab/api/simulation", { method: "POST",
-      headers: { authorization: `Bearer ${this.session.accessToken}` } });
-    if (!response.ok) throw new Error(`the simulation's tokens were refused (HTTP ${response.status})`);
-    const body = await response.json();
-    this.tokens = Object.fromEntries(body.tokens.map((token) => [token.kind, token]));
-    return this.tokens;
+      headers: { authorization: `Bearer ${this.session.accessToken}`, "content-type": "application/json" },
+      body: JSON.stringify(taskId ? { case: kind, taskId } : { case: kind }) });
+    const body = await response.json().catch(() => null);
+    if (!response.ok) throw new Error(`the simulation was refused (HTTP ${response.status}${body?.error ? `: ${body.error}` : ""})`);
+    return body;
   }
 
   async run(kind) {
     const label = CASES.find((c) => c.kind === kind).label;
     let request = ["tools/call", SEARCH];
+    let taskId = null;
     if (kind === "other_bank") {
-      const taskId = this.lastTask();
+      taskId = this.lastTask();
       if (!taskId) { this.report("Start a task first: this case reads your latest task with another bank's token."); return; }
       request = ["tasks/get", { taskId }];
     }
-    let flawed = null;
-    let flaw = "the request carries no Authorization header";
-    if (kind !== "no_token") {
-      const tokens = await this.flawedTokens();
-      flawed = tokens[kind];
-      flaw = flawed.flaw;
-    }
+    const bad = await this.flawed(kind, taskId);
     const since = await this.auditHead();
-    // A request without a token names nobody: its audit record is found by the trace id sent with it.
-    const trace = newTrace();
-    const [bad, good] = [
-      await this.client.exchange(request[0], request[1], { token: flawed ? flawed.token : null,
-        traceparent: trace.traceparent }),
-      await this.client.exchange(request[0], request[1]),
-    ];
+    const good = await this.client.exchange(request[0], request[1]);
     const panel = el("article", { class: "side-by-side", dataset: { case: kind } },
       el("h3", { class: "visually-hidden" }, label),
-      this.column(`${label}: ${flaw}`, bad, "flawed"),
+      this.column(`${label}: ${bad.flaw}`, bad, "flawed"),
       this.column("The same request with your token", good, "valid"));
     this.output.prepend(panel);
     const records = panel.querySelectorAll(".audit-record");
-    this.fillRecord(records[0], since, (event) => (flawed ? mentions(event, flawed.tokenId)
-      : event.detail?.trace_id === trace.traceId), flawed ? [] : [trace.traceId]);
+    this.showRecords(records[0], bad.audit, bad.audit.find((event) => event.decision === "deny"));
     this.fillRecord(records[1], since, (event) => mentions(event, this.claims.jti) && event.method === request[0]);
   }
 
@@ -91,13 +79,13 @@ export class Simulation {
    * Shows every audit record of the request (the gate's and, for a task method, the handler's),
    * polling until a refusal is among them or, for an admitted request, a moment after the first.
    */
-  async fillRecord(node, since, matches, traces = []) {
+  async fillRecord(node, since, matches) {
     const deadline = Date.now() + WAIT_FOR_RECORD_MS;
     let settleBy = null;
     for (;;) {
       let page;
       try {
-        page = await this.audit.fetch(since, undefined, traces);
+        page = await this.audit.fetch(since);
       } catch (error) {
         node.replaceChildren(el("p", { class: "hint" }, `Audit record not readable: ${error.message}`));
         return;
@@ -129,5 +117,5 @@ export class Simulation {
 }
 
 function mentions(event, tokenId) {
-  return event.token_id === tokenId || event.detail?.unverified?.jti === tokenId;
+  return event.token_id === tokenId;
 }
