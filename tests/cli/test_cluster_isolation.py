@@ -28,6 +28,9 @@ import pytest
 from aml_mcp.aml.demo.corpus import TENANTS, generate_notes
 from aml_mcp.cli.cluster import Cluster, running_cluster
 from tests.aml.tools.aml_client import NOTES_PER_BANK
+from tests.isolation.oracle import Caller as OracleCaller
+from tests.isolation.oracle import Oracle
+from tests.isolation.seeding import Banks, notes_for, seed_tasks
 from tests.subscriptions.test_listen_http import listening
 from tests.support.aml_live import case_needing_dob, demo_cases_by_bank
 from tests.support.mcp_http import WITH_TASKS, call_tool, create, task_request
@@ -275,3 +278,65 @@ def test_search_and_evaluation_never_cross_banks(aml: AmlCluster, callers: list[
             assert refused == _error(
                 task_request(http, "tasks/get", secrets.token_urlsafe(16), token=reader.token)
             )
+
+
+def test_the_isolation_oracle_finds_nothing_of_bank_b_through_the_balancer(
+    aml: AmlCluster, tmp_path: Path
+) -> None:
+    """The isolation oracle's subset that a cluster can show: the MCP methods and tools, the lab's
+    API, the well-known documents, health, readiness and the authorization server, through HAProxy
+    (so every request lands on whichever replica is next, and every task runs on a worker), as
+    bank A's callers with bank B's ids as input. The whole oracle, with its coverage check, runs on
+    one process on both backends (`tests/isolation`)."""
+    banks = Banks(a=BANKS[0], b=BANKS[1])
+    notes = notes_for(banks, tmp_path)
+    for tenant, path in notes.files.items():
+        ingested = subprocess.run(
+            [sys.executable, "-m", "aml_mcp", "ingest", str(path), "--tenant", tenant,
+             "--data-dir", str(tmp_path / "ingest")],
+            env=aml.env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert ingested.returncode == 0, ingested.stdout + ingested.stderr
+
+    def mint(*, subject: str, tenant: str, client_id: str, scope: str, **_: Any) -> str:
+        return aml.mint(tenant, subject, client_id, scope)
+
+    with httpx.Client(base_url=aml.base, timeout=30) as http:
+        seed, _ = seed_tasks(http, mint, banks, notes, callers=False)
+        owner_token = seed.task_owner_tokens[seed.owner_task_ids[0]]
+        analyst = {"subject": "a-analyst", "tenant": banks.a, "client_id": "oracle-a-client"}
+        elsewhere = {"subject": "a-owner", "tenant": banks.a, "client_id": "oracle-other-client"}
+        owner = {"subject": "a-owner", "tenant": banks.a, "client_id": "oracle-a-client"}
+
+        def caller(name: str, who: dict[str, str], scope: str, token: str | None = None) -> OracleCaller:
+            token = token or mint(**who, scope=scope)
+            return OracleCaller(name, token, **who, scopes=frozenset(scope.split()), owner=who is owner)
+
+        callers = [
+            OracleCaller("anonymous", None),
+            caller("read", analyst, "aml:read"),
+            caller("admin", analyst, "aml:admin"),
+            caller("owner on another client", elsewhere, "aml:admin"),
+            caller("owner", owner, "aml:admin", owner_token),
+        ]
+        b_token = seed.task_owner_tokens[seed.b_task_ids[0]]
+        report = Oracle(
+            http,
+            seed,
+            callers,
+            units=[],
+            mcp_methods=[],
+            tools=[],
+            during_listen=lambda: call_tool(
+                http, "draft_sar_batch", {"case_ids": seed.b_case_ids}, token=b_token
+            ).raise_for_status(),
+        ).run()
+    assert not report.violations, "\n".join(str(v) for v in report.violations[:40])
+    assert report.controls == {"bank A sees its own note": True, "the owner sees its own task": True}
+    assert {
+        "tools/call",
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+        "subscriptions/listen",
+    } <= report.covered_methods
