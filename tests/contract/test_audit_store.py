@@ -1,5 +1,6 @@
 """The audit trail's table on SQLite and on PostgreSQL: the sink writes what the readers return,
-a hostile row costs only itself, and `bank_events` selects exactly the same events on both.
+a hostile row costs only itself, and `bank_events` and `request_events` select exactly the same
+events on both.
 
 The sink is driven on a worker thread, as the audit flusher drives it in the server.
 """
@@ -132,18 +133,30 @@ async def test_bank_events_selects_the_same_events_on_both(trail: Trail) -> None
     async def targets(**query: Any) -> list[str]:
         return [e["target"] for e in await reader.bank_events(BankQuery(tenant="bank-a", **query))]
 
-    assert await targets() == ["a1", "a2"]
-    assert await targets(token_ids=[mine_token], anonymous_traces=["tr-1"]) == [
-        "a1",
-        "b-with-my-token",
-        "unverified-mine",
-        "anon-mine",
-        "a2",
-    ]
+    assert await targets() == ["a1", "a2"]  # the bank's own verified events, nothing else
     assert await targets(except_method="subscriptions/listen") == ["a1"]
     assert await targets(method="subscriptions/listen") == ["a2"]
     assert await targets(subject="bob") == []
     assert await targets(limit=1) == ["a2"]
     first = (await reader.bank_events(BankQuery(tenant="bank-a")))[0]["seq"]
     assert await targets(after=first) == ["a2"]
-    assert await targets(decision="deny", token_ids=[mine_token]) == ["unverified-mine"]
+    assert await targets(decision="deny") == []
+
+    # One request's records (the lab's simulation): by its token, verified or not, or its trace id.
+    async def of_request(token_id: str | None, trace_id: str, after: int = 0) -> list[str]:
+        return [
+            e["target"]
+            for e in await reader.request_events(after=after, token_id=token_id, trace_id=trace_id)
+        ]
+
+    assert await of_request(mine_token, "tr-1") == [
+        "b-with-my-token",
+        "unverified-mine",
+        "anon-mine",
+        "anon-but-unverified",
+    ]
+    assert await of_request(None, "tr-2") == ["anon-other"]
+    assert await of_request(None, "tr-none") == []
+    # An id holding NUL is none the server chose: nothing, on both (SQLite's JSON could match it).
+    assert await of_request("x\x00y", "tr-none") == []
+    assert await of_request(mine_token, "tr-1", after=first + 3) == ["anon-mine", "anon-but-unverified"]
