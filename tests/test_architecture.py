@@ -32,6 +32,9 @@ CONVENTIONS = {
     "store.py",
     "sqlite_store.py",
     "postgres_store.py",
+    "sqlite.py",
+    "files.py",
+    "postgres.py",
     "service.py",
     "events.py",
     "errors.py",
@@ -39,8 +42,9 @@ CONVENTIONS = {
 }
 """File names that repeat on purpose, each meaning the same kind of thing in every package: a
 feature's assembly, its settings group, its store protocol and that protocol's SQLite and PostgreSQL
-implementations, its application service, its event types, its error types, its HTTP routes
-besides `/mcp`."""
+implementations (in a `storage/` package: `sqlite.py` or `files.py`, and `postgres.py`; the shared
+database helpers in `store/` too), its application service, its event types, its error types, its
+HTTP routes besides `/mcp`."""
 
 
 def _lint(src: Path) -> subprocess.CompletedProcess[str]:

@@ -37,7 +37,7 @@ from aml_mcp.auth.wiring import LocalIssuer, build_auth
 from aml_mcp.catalog import Catalog
 from aml_mcp.component import Component, Parts
 from aml_mcp.config import Settings
-from aml_mcp.devauth.store import DevClient
+from aml_mcp.devauth.storage import DevClient
 from aml_mcp.devauth.wiring import DevAuth, build_dev_auth
 from aml_mcp.http.availability import RefuseWhileUnavailable
 from aml_mcp.http.endpoint import Admission, McpEndpoint

@@ -15,8 +15,9 @@ import jwt
 import pytest
 
 from aml_mcp.devauth.keys import DevSigningKeys
-from aml_mcp.devauth.postgres_store import DevAuthDatabase, PostgresKeyStorage
+from aml_mcp.devauth.storage.postgres import PostgresKeyStorage, open_database
 from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.store.postgres_sync import SyncPostgres
 from tests.support.postgres import scratch_schema
 
 Keys = Callable[[], DevSigningKeys]
@@ -27,12 +28,12 @@ def keys(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Keys]:
     if request.param == "sqlite":
         yield lambda: DevSigningKeys.in_data_dir(tmp_path)
         return
-    opened: list[DevAuthDatabase] = []
+    opened: list[SyncPostgres] = []
     with scratch_schema() as (url, schema):
         shared = PostgresDatabase(url, schema=schema)
 
         def open_keys() -> DevSigningKeys:
-            database = DevAuthDatabase(shared, max_size=1).open()
+            database = open_database(shared, max_size=1)
             opened.append(database)
             return DevSigningKeys(PostgresKeyStorage(database))
 

@@ -19,17 +19,18 @@ import psycopg
 import pytest
 
 from aml_mcp.devauth.login_limits import LoginLimits, address_key, user_key
-from aml_mcp.devauth.postgres_store import DevAuthDatabase, PostgresDevStore, UnstorableValue
-from aml_mcp.devauth.sqlite_store import DevStore
-from aml_mcp.devauth.store import (
+from aml_mcp.devauth.storage import (
     DevAuthStore,
     DevClient,
     Grant,
     RegistrationRefused,
     StoredCode,
+    UnstorableValue,
     digest,
     new_family,
 )
+from aml_mcp.devauth.storage.postgres import PostgresDevAuthStore, open_database
+from aml_mcp.devauth.storage.sqlite import SqliteDevAuthStore
 from aml_mcp.store.postgres import PostgresDatabase
 from tests.support.postgres import scratch_schema
 
@@ -64,7 +65,7 @@ def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
                     conn.execute("UPDATE refresh_tokens SET expires_at = 0")
                 conn.close()
 
-            yield Place("sqlite", lambda: keep(DevStore(path)), expire_sqlite)
+            yield Place("sqlite", lambda: keep(SqliteDevAuthStore(path)), expire_sqlite)
             return
         with scratch_schema() as (url, schema):
             shared = PostgresDatabase(url, schema=schema)
@@ -75,7 +76,7 @@ def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
                     conn.execute("UPDATE devauth_refresh_tokens SET expires_at = 0")
 
             yield Place(
-                "postgres", lambda: keep(PostgresDevStore(DevAuthDatabase(shared).open())), expire_postgres
+                "postgres", lambda: keep(PostgresDevAuthStore(open_database(shared))), expire_postgres
             )
             for store in opened:
                 store.close()
@@ -562,7 +563,7 @@ def test_the_limiter_keeps_at_most_its_entries_the_newest(place: Place) -> None:
 
 def test_postgres_refuses_to_store_what_text_cannot_hold_with_a_value_error() -> None:
     with scratch_schema() as (url, schema):
-        store = PostgresDevStore(DevAuthDatabase(PostgresDatabase(url, schema=schema)).open())
+        store = PostgresDevAuthStore(open_database(PostgresDatabase(url, schema=schema)))
         try:
             with pytest.raises(UnstorableValue):
                 store.put_code("the-code", _code(resource="http://127.0.0.1:8000/mcp\x00"))
@@ -575,7 +576,7 @@ def test_postgres_refuses_to_store_what_text_cannot_hold_with_a_value_error() ->
 
 def test_postgres_tables_are_not_readable_by_public() -> None:
     with scratch_schema() as (url, schema):
-        PostgresDevStore(DevAuthDatabase(PostgresDatabase(url, schema=schema)).open()).close()
+        PostgresDevAuthStore(open_database(PostgresDatabase(url, schema=schema))).close()
         with psycopg.connect(url) as conn:
             for table in (
                 "devauth_clients",
@@ -595,7 +596,7 @@ def test_postgres_stores_opening_at_once_create_the_tables_once() -> None:
     with scratch_schema() as (url, schema):
         shared = PostgresDatabase(url, schema=schema)
         with ThreadPoolExecutor(max_workers=4) as pool:
-            stores = list(pool.map(lambda _: PostgresDevStore(DevAuthDatabase(shared).open()), range(4)))
+            stores = list(pool.map(lambda _: PostgresDevAuthStore(open_database(shared)), range(4)))
         try:
             stores[0].put_client(_client())
             assert all(store.client("client-1") is not None for store in stores)

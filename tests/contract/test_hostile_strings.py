@@ -57,11 +57,18 @@ from aml_mcp.auth.revocation_store import (
     RevocationStore,
     SqliteRevocationStore,
 )
-from aml_mcp.devauth.keys import KeyStorage
 from aml_mcp.devauth.login_limits import LoginLimits
-from aml_mcp.devauth.postgres_store import DevAuthDatabase, PostgresDevStore
-from aml_mcp.devauth.sqlite_store import DevStore
-from aml_mcp.devauth.store import DevAuthStore, DevClient, Grant, StoredCode, UnstorableValue, new_family
+from aml_mcp.devauth.storage import (
+    DevAuthStore,
+    DevClient,
+    Grant,
+    KeyStorage,
+    StoredCode,
+    UnstorableValue,
+    new_family,
+)
+from aml_mcp.devauth.storage.postgres import PostgresDevAuthStore, open_database
+from aml_mcp.devauth.storage.sqlite import SqliteDevAuthStore
 from aml_mcp.principal import Owner, Principal
 from aml_mcp.secrets_store import DirectorySecrets, PostgresSecrets, SecretSource
 from aml_mcp.store.postgres import PostgresDatabase, storable
@@ -758,14 +765,14 @@ async def test_revocation_store(revocations: RevocationStore, hostile: str) -> N
 @pytest.fixture(params=["sqlite", "postgres"])
 def devauth(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DevAuthStore]:
     if request.param == "sqlite":
-        store: DevAuthStore = DevStore(tmp_path / "devauth.db")
+        store: DevAuthStore = SqliteDevAuthStore(tmp_path / "devauth.db")
         try:
             yield store
         finally:
             store.close()
         return
     with scratch_schema() as (url, schema):
-        pg_store = PostgresDevStore(DevAuthDatabase(PostgresDatabase(url, schema=schema)).open())
+        pg_store = PostgresDevAuthStore(open_database(PostgresDatabase(url, schema=schema)))
         try:
             yield pg_store
         finally:

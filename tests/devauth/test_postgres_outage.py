@@ -16,8 +16,8 @@ import pytest
 
 from aml_mcp.cli import main as cli_main
 from aml_mcp.cli.startup import EXIT_DATA_DIR
-from aml_mcp.devauth.postgres_store import APPLICATION_NAME
 from aml_mcp.devauth.settings import DevAuthSettings
+from aml_mcp.devauth.storage.postgres import APPLICATION_NAME
 from tests.support.dev_issuer import probe_catalog
 from tests.support.oauth import auth_settings, secured_server
 from tests.support.postgres import scratch_schema

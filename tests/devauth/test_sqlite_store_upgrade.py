@@ -10,7 +10,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from aml_mcp.devauth.sqlite_store import _MIGRATIONS, DevStore, Grant, digest
+from aml_mcp.devauth.storage import Grant, digest
+from aml_mcp.devauth.storage.sqlite import _MIGRATIONS, SqliteDevAuthStore
 
 _FIRST_LAYOUT = """
 CREATE TABLE clients (client_id TEXT PRIMARY KEY, secret_sha256 TEXT, metadata TEXT NOT NULL,
@@ -44,7 +45,7 @@ def _first_layout(path: Path) -> None:
 def test_an_old_store_upgrades_in_place(tmp_path: Path) -> None:
     path = tmp_path / "devauth.db"
     _first_layout(path)
-    store = DevStore(path)
+    store = SqliteDevAuthStore(path)
     try:
         client = store.client("registered-1")
         assert client is not None and client.check_redirect_uri("http://127.0.0.1:5000/cb")
@@ -60,7 +61,7 @@ def test_an_old_store_upgrades_in_place(tmp_path: Path) -> None:
     finally:
         store.close()
     # Opening it again applies nothing twice.
-    DevStore(path).close()
+    SqliteDevAuthStore(path).close()
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
     conn.close()

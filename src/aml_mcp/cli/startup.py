@@ -26,7 +26,8 @@ import psycopg
 
 from aml_mcp.aml.note_store import DB_FILE_NAME as NOTES_DB
 from aml_mcp.config import Settings
-from aml_mcp.devauth.keys import KEY_FILE, DevSigningKeys
+from aml_mcp.devauth.keys import DevSigningKeys
+from aml_mcp.devauth.storage.files import KEY_FILE
 from aml_mcp.store.sqlite import DatabaseFileError, check_database_file
 
 logger = logging.getLogger(__name__)

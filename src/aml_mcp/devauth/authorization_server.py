@@ -39,10 +39,10 @@ from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMeta
 from authlib.oauth2.rfc7636 import CodeChallenge
 
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
-from aml_mcp.devauth.client_metadata import ClientMetadataDocuments, DocumentSource, is_document_url
+from aml_mcp.devauth.client_metadata import ClientMetadataDocuments, is_document_url
 from aml_mcp.devauth.minting import TokenMinter
 from aml_mcp.devauth.redirects import acceptable_redirect_uri
-from aml_mcp.devauth.store import (
+from aml_mcp.devauth.storage import (
     DevAuthStore,
     DevClient,
     Grant,
@@ -53,9 +53,6 @@ from aml_mcp.devauth.store import (
     new_family,
 )
 from aml_mcp.devauth.users import DemoUser
-
-CimdFetcher = DocumentSource
-"""Fetches a Client ID Metadata Document (an https URL) and returns the parsed JSON object."""
 
 
 class InvalidTargetError(OAuth2Error):  # type: ignore[misc]

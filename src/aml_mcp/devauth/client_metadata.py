@@ -44,7 +44,7 @@ import anyio.to_thread
 import httpx
 
 from aml_mcp.devauth.redirects import acceptable_redirect_uri
-from aml_mcp.devauth.store import DevClient
+from aml_mcp.devauth.storage import DevClient
 from aml_mcp.loopback import is_loopback_host
 
 logger = logging.getLogger(__name__)

@@ -4,11 +4,10 @@ The key document holds every retained key (private, PEM) and which one signs. Ro
 current key and keeps the previous ones published in the JWKS, so tokens signed before the
 rotation stay valid until they expire; the oldest keys beyond `RETAINED` are dropped.
 
-Where the document lives is a `KeyStorage`: `KeyFile` in the data directory for one host (every
-process sharing the directory reads the same file), or `postgres_store.PostgresKeyStorage` for
-replicas on one PostgreSQL database, so they all sign with the same key and publish the same JWKS.
-Each storage has a version (the file's modification time, a counter in the row) by which a running
-server notices a rotation another process made.
+Where the document lives is a `KeyStorage` (`devauth/storage/`): `files.FilesKeyStorage` in the
+data directory for one host, or `postgres.PostgresKeyStorage` for replicas on one PostgreSQL
+database, so they all sign with the same key and publish the same JWKS. This module holds what is
+the same for both: the document's format, rotation and signing.
 """
 
 from __future__ import annotations
@@ -17,21 +16,20 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from aml_mcp.secrets_store import write_private
+from aml_mcp.devauth.storage import KeyStorage
+from aml_mcp.devauth.storage.files import FilesKeyStorage
 
 ALGORITHM = "RS256"
 RETAINED = 3
-KEY_FILE = Path("keys") / "devauth-signing.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,55 +84,6 @@ def first_document() -> bytes:
     return _encode(first.kid, [first])
 
 
-class KeyStorage(Protocol):
-    """Where the key document lives. Every process of one deployment must reach the same one."""
-
-    def version(self) -> object | None:
-        """Changes whenever the document does; None while there is no document yet."""
-        ...
-
-    def read(self) -> tuple[bytes, object]:
-        """The document and its version."""
-        ...
-
-    def create(self, document: bytes) -> None:
-        """Store `document` unless one exists already (then the existing one wins, so processes
-        starting at once agree on one key)."""
-        ...
-
-    def update(self, change: Callable[[bytes], bytes]) -> None:
-        """Replace the document with `change(current)`, atomically with respect to other updates."""
-        ...
-
-
-class KeyFile:
-    """The key document as an owner-only file (`DATA_DIR/keys/devauth-signing.json`)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    @classmethod
-    def in_data_dir(cls, data_dir: Path) -> KeyFile:
-        return cls(data_dir / KEY_FILE)
-
-    def version(self) -> object | None:
-        try:
-            return self.path.stat().st_mtime_ns
-        except FileNotFoundError:
-            return None
-
-    def read(self) -> tuple[bytes, object]:
-        version = self.path.stat().st_mtime_ns
-        return self.path.read_bytes(), version
-
-    def create(self, document: bytes) -> None:
-        write_private(self.path, document, replace=False)
-
-    def update(self, change: Callable[[bytes], bytes]) -> None:
-        # One host: the last rotation wins (rotations are an operator's rare, manual step).
-        write_private(self.path, change(self.path.read_bytes()), replace=True)
-
-
 class DevSigningKeys:
     """Loads (creating on first use) and rotates the key document; signs tokens with the current key."""
 
@@ -148,7 +97,7 @@ class DevSigningKeys:
     @classmethod
     def in_data_dir(cls, data_dir: Path) -> DevSigningKeys:
         """The keys of the file in `data_dir` (the single-host default)."""
-        return cls(KeyFile.in_data_dir(data_dir))
+        return cls(FilesKeyStorage.in_data_dir(data_dir))
 
     def _load(self) -> None:
         with self._lock:

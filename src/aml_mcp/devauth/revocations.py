@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 
 from aml_mcp.auth.revocation import RevocationList
-from aml_mcp.devauth.store import DevAuthStore
+from aml_mcp.devauth.storage import DevAuthStore
 
 logger = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ from aml_mcp.devauth.pages import (
 )
 from aml_mcp.devauth.redirects import redirects_without_asking
 from aml_mcp.devauth.revocations import FamilyRevocations
-from aml_mcp.devauth.store import DevClient
+from aml_mcp.devauth.storage import DevClient
 from aml_mcp.devauth.users import UserDirectory
 from aml_mcp.store.postgres import storage_fault
 

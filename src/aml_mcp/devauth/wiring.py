@@ -27,22 +27,22 @@ from starlette.routing import BaseRoute
 
 from aml_mcp.auth.revocation import RevocationList
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
-from aml_mcp.devauth.authorization_server import CimdFetcher, DevAuthorizationServer, RegistrationLimits
-from aml_mcp.devauth.client_metadata import ClientMetadataDocuments, DocumentFetcher
+from aml_mcp.devauth.authorization_server import DevAuthorizationServer, RegistrationLimits
+from aml_mcp.devauth.client_metadata import ClientMetadataDocuments, DocumentFetcher, DocumentSource
 from aml_mcp.devauth.keys import DevSigningKeys
 from aml_mcp.devauth.login_limits import LoginLimits
 from aml_mcp.devauth.minting import TokenMinter
-from aml_mcp.devauth.postgres_store import DevAuthDatabase, PostgresDevStore, PostgresKeyStorage
 from aml_mcp.devauth.revocations import CLOCK_SLACK_SECONDS, FamilyRevocations
 from aml_mcp.devauth.routes import DevAuthRoutes
 from aml_mcp.devauth.settings import DevAuthSettings
-from aml_mcp.devauth.sqlite_store import DevStore
-from aml_mcp.devauth.store import DevAuthStore, DevClient, digest
+from aml_mcp.devauth.storage import DevAuthStore, DevClient, digest
+from aml_mcp.devauth.storage.postgres import PostgresDevAuthStore, PostgresKeyStorage, open_database
+from aml_mcp.devauth.storage.sqlite import SqliteDevAuthStore
 from aml_mcp.devauth.users import UserDirectory
 from aml_mcp.scope_rules import ScopeRule
 from aml_mcp.secrets_store import PostgresSecrets, load_or_create_secret
+from aml_mcp.store.migrations import Migration
 from aml_mcp.store.postgres import PostgresDatabase
-from aml_mcp.store.sqlite import Migration
 
 CLI_CLIENT_ID = "aml-mcp-cli"
 """Pre-registered public client (authorization code + PKCE) for command-line tools on the user's
@@ -95,12 +95,12 @@ def open_state(
     an unreachable database raises here, so a server does not start half-shared)."""
     if shared is None:
         return DevAuthState(
-            DevStore(data_dir / "devauth.db", replay_memory_seconds=replay_memory_seconds),
+            SqliteDevAuthStore(data_dir / "devauth.db", replay_memory_seconds=replay_memory_seconds),
             DevSigningKeys.in_data_dir(data_dir),
         )
-    database = DevAuthDatabase(shared).open()
+    database = open_database(shared)
     return DevAuthState(
-        PostgresDevStore(database, replay_memory_seconds=replay_memory_seconds),
+        PostgresDevAuthStore(database, replay_memory_seconds=replay_memory_seconds),
         DevSigningKeys(PostgresKeyStorage(database)),
     )
 
@@ -112,7 +112,7 @@ def signing_keys(data_dir: Path, shared: PostgresDatabase | None = None) -> Iter
     if shared is None:
         yield DevSigningKeys.in_data_dir(data_dir)
         return
-    database = DevAuthDatabase(shared, max_size=1).open()
+    database = open_database(shared, max_size=1)
     try:
         yield DevSigningKeys(PostgresKeyStorage(database))
     finally:
@@ -180,7 +180,7 @@ NETWORK: Literal["network"] = "network"
 
 
 def client_metadata_documents(
-    settings: DevAuthSettings, fetch: CimdFetcher | Literal["network"] = NETWORK
+    settings: DevAuthSettings, fetch: DocumentSource | Literal["network"] = NETWORK
 ) -> ClientMetadataDocuments:
     """The documents' cache and limiter, over the network fetcher or another source (tests)."""
     if fetch == NETWORK:
@@ -209,7 +209,7 @@ def build_dev_auth(
     tenant_claim: str,
     hierarchy: ScopeHierarchy,
     users: UserDirectory | None = None,
-    fetch_client_metadata: CimdFetcher | Literal["network"] | None = NETWORK,
+    fetch_client_metadata: DocumentSource | Literal["network"] | None = NETWORK,
     preregistered: Sequence[DevClient] = (),
     shared: PostgresDatabase | None = None,
     token_leeway_seconds: int = 30,
@@ -249,7 +249,7 @@ def _assemble(
     tenant_claim: str,
     hierarchy: ScopeHierarchy,
     users: UserDirectory,
-    fetch_client_metadata: CimdFetcher | Literal["network"] | None,
+    fetch_client_metadata: DocumentSource | Literal["network"] | None,
     preregistered: Sequence[DevClient],
     shared: PostgresDatabase | None,
     token_leeway_seconds: int,

@@ -1,15 +1,22 @@
-"""What the development authorization server keeps, and the protocol of the stores that keep it.
+"""What the development authorization server keeps, and the protocols of the stores that keep it.
 
 The issuer's state is clients, authorization codes, refresh tokens (with their grant families), the
 access tokens minted for each family while they live, the sign-in limiter's counts and the
-registration quota's count. Two stores implement `DevAuthStore` with the same behaviour
-(`tests/contract/test_devauth_store.py` runs every test on both):
+registration quota's count (`DevAuthStore`), and the document of its signing keys (`KeyStorage`).
+Each has an implementation for one host and one for replicas sharing a PostgreSQL database, with
+the same behaviour (`tests/contract/test_devauth_store.py` and `test_devauth_keys.py` run every test
+on both):
 
-- `sqlite_store.DevStore`: a SQLite file in the data directory, for one host;
-- `postgres_store.PostgresDevStore`: tables in the shared PostgreSQL database, so every replica
-  behind a load balancer redeems the codes and refresh tokens any other one issued.
+- `sqlite.SqliteDevAuthStore`: a SQLite file in the data directory, for one host;
+- `files.FilesKeyStorage`: the key document as an owner-only file in the data directory;
+- `postgres.PostgresDevAuthStore` and `postgres.PostgresKeyStorage`: tables in the shared database,
+  so every replica behind a load balancer redeems the codes and refresh tokens any other one
+  issued, signs with the same key and publishes the same JWKS.
 
-Both are synchronous: authlib calls them from its grant hooks, which the routes run on worker
+This module names no backend, so the issuer's flows depend on the protocols alone and the choice of
+backend is made once, where the issuer is assembled.
+
+The stores are synchronous: authlib calls them from its grant hooks, which the routes run on worker
 threads (`anyio.to_thread`), never on the event loop. Codes, refresh tokens and client secrets are
 kept only as SHA-256 digests, so neither store holds anything a client could present.
 """
@@ -19,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -285,4 +292,29 @@ class DevAuthStore(Protocol):
     def login_succeeded(self, *, reset: Sequence[str], uncount: Sequence[str]) -> None:
         """A sign-in succeeded: the `reset` keys (the user) start afresh, and the `uncount` keys (the
         address) take back the attempt `admit_login` counted."""
+        ...
+
+
+class KeyStorage(Protocol):
+    """Where the signing keys' document lives. Every process of one deployment must reach the same one.
+
+    Each storage has a version (the file's modification time, a counter in the row) by which a
+    running server notices a rotation another process made.
+    """
+
+    def version(self) -> object | None:
+        """Changes whenever the document does; None while there is no document yet."""
+        ...
+
+    def read(self) -> tuple[bytes, object]:
+        """The document and its version."""
+        ...
+
+    def create(self, document: bytes) -> None:
+        """Store `document` unless one exists already (then the existing one wins, so processes
+        starting at once agree on one key)."""
+        ...
+
+    def update(self, change: Callable[[bytes], bytes]) -> None:
+        """Replace the document with `change(current)`, atomically with respect to other updates."""
         ...

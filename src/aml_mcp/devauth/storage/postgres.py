@@ -3,16 +3,18 @@
 Replicas behind a load balancer each answer any request, so a code issued by replica A must be
 redeemable on B, a refresh token rotated on A and replayed on B must revoke its family, and a
 token signed by A must verify on B. This module keeps clients, codes, refresh tokens, revoked
-grant families and the signing keys in tables of the deployment's database (and schema), with the
-behaviour of the SQLite `DevStore` (`tests/contract/test_devauth_store.py` runs both).
+grant families (`PostgresDevAuthStore`) and the signing keys (`PostgresKeyStorage`) in tables of
+the deployment's database (and schema), with the behaviour of `sqlite.SqliteDevAuthStore` and
+`files.FilesKeyStorage` (`tests/contract/test_devauth_store.py` and `test_devauth_keys.py` run both).
 
-**Synchronous, on a small pool of its own.** authlib's grant hooks are synchronous and the routes
-run them on worker threads (`anyio.to_thread`), never on the event loop; the issuer is also built,
-and `aml-mcp token` / `aml-mcp devauth …` run, where no event loop exists at all. Bridging those
-threads to the app's async pool would need the loop (`anyio.from_thread`) and would fail before
-the lifespan opened the pool. A synchronous `psycopg_pool.ConnectionPool` (at most
-`MAX_CONNECTIONS`) is the simplest correct bridge for a low-volume development server: a blocked
-worker thread blocks nobody else. Count these connections in the connection budget.
+**Synchronous, on a small pool of its own** (`SyncPostgres`, named `APPLICATION_NAME`). authlib's
+grant hooks are synchronous and the routes run them on worker threads (`anyio.to_thread`), never on
+the event loop; the issuer is also built, and `aml-mcp token` / `aml-mcp devauth …` run, where no
+event loop exists at all. Bridging those threads to the app's async pool would need the loop
+(`anyio.from_thread`) and would fail before the lifespan opened the pool. A blocking pool (at most
+`DEFAULT_MAX_SIZE` connections) is the simplest correct bridge for a low-volume development
+server: a blocked worker thread blocks nobody else. Count these connections in the connection
+budget. `open_database` opens it and brings the tables (`MIGRATION`) up to date.
 
 **Concurrency across processes** is the database's, not a lock in this process:
 
@@ -44,19 +46,16 @@ tokens this deployment accepts, so treat backups like the `keys/` directory.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
-from psycopg import sql
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from aml_mcp.devauth.login_limits import LoginLimits
-from aml_mcp.devauth.store import (
+from aml_mcp.devauth.storage import (
     CODE_TTL_SECONDS,
     REGISTRATION_WINDOW_SECONDS,
     DevClient,
@@ -69,28 +68,15 @@ from aml_mcp.devauth.store import (
     digest,
     new_family,
 )
-from aml_mcp.devauth.store import UnstorableValue as UnstorableValue  # where it was defined first
-from aml_mcp.store.postgres import MIGRATION_LOCK, PostgresDatabase, redacted, storable
+from aml_mcp.store.locks import AdvisoryLock, LockClass
+from aml_mcp.store.migrations import Migration
+from aml_mcp.store.postgres import PostgresDatabase, storable
+from aml_mcp.store.postgres_sync import DEFAULT_MAX_SIZE, SyncPostgres
 
 logger = logging.getLogger(__name__)
 
-COMPONENT = "devauth"
-"""The component name under which the tables' steps are recorded in `schema_migrations`."""
-
-MAX_CONNECTIONS = 4
-"""Pooled connections one process holds for the development issuer (besides the app's pool)."""
-
 APPLICATION_NAME = "aml-mcp-devauth"
 """How the issuer's connections are named in `pg_stat_activity` (apart from the app's pool)."""
-
-REGISTRATION_LOCK = 0x616D6C2D6D637003
-"""Advisory lock key held while a dynamic registration counts its quota and inserts."""
-
-FAMILY_LOCK_CLASS = 0x616D6C03
-"""First key of the two-key advisory lock on one grant family (the second is the family's hash)."""
-
-LOGIN_LOCK = 0x616D6C2D6D637004
-"""Advisory lock key held while a sign-in attempt checks its backoff and is counted."""
 
 _ADD_CLIENT = (
     "INSERT INTO devauth_clients (client_id, secret_sha256, metadata, issued_at)"
@@ -103,7 +89,7 @@ _REPLACE_CLIENT = (
     " issued_at = EXCLUDED.issued_at, registered = FALSE"
 )
 
-MIGRATIONS: tuple[str, ...] = (
+_STEPS: tuple[str, ...] = (
     """
     CREATE FUNCTION devauth_now() RETURNS DOUBLE PRECISION VOLATILE LANGUAGE sql
         AS 'SELECT extract(epoch FROM clock_timestamp())::double precision';
@@ -176,96 +162,24 @@ MIGRATIONS: tuple[str, ...] = (
     REVOKE ALL ON devauth_access_tokens, devauth_login_attempts FROM PUBLIC;
     """,
 )
-"""The tables, append-only (recorded per step in `schema_migrations` under `COMPONENT`)."""
+
+MIGRATION = Migration("devauth", _STEPS)
+"""The issuer's tables: append-only steps, each applied once in a transaction of its own."""
 
 
-_checked = checked
-"""Refuses (`UnstorableValue`, kept importable from here) what `TEXT` cannot hold: see `store.checked`."""
+def open_database(shared: PostgresDatabase, *, max_size: int = DEFAULT_MAX_SIZE) -> SyncPostgres:
+    """The issuer's pool on `shared`, open, with its tables up to date.
 
-
-class DevAuthDatabase:
-    """The development issuer's connections to the shared database, and its tables.
-
-    `open()` connects (a database that cannot be reached fails the start-up, as the shared secrets
-    do) and brings the tables up to date under the same advisory lock as every other component's
-    migrations, so replicas starting at once create them once.
+    A database that cannot be reached fails here, at start-up, as the shared secrets do; replicas
+    starting at once apply `MIGRATION` once (`SyncPostgres.apply` takes the migration lock).
     """
-
-    def __init__(self, shared: PostgresDatabase, *, max_size: int = MAX_CONNECTIONS) -> None:
-        self.shared = shared
-        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            shared.url,
-            min_size=1,
-            max_size=max_size,
-            kwargs={**shared.connect_kwargs(), "autocommit": True, "application_name": APPLICATION_NAME},
-            timeout=shared.budget.wait_seconds,
-            name="aml-mcp-devauth",
-            open=False,
-        )
-
-    def open(self) -> DevAuthDatabase:
-        # One direct connection first: an unreachable server fails at once, with libpq's reason,
-        # instead of after the pool's retries.
-        psycopg.connect(self.shared.url, **self.shared.connect_kwargs()).close()
-        try:
-            self._pool.open(wait=True, timeout=self.shared.budget.connect_timeout_seconds + 5)
-        except PoolTimeout as exc:
-            self._pool.close()
-            raise psycopg.OperationalError(f"cannot connect to {redacted(self.shared.url)}") from exc
-        try:
-            self._migrate()
-        except BaseException:
-            self._pool.close()
-            raise
-        return self
-
-    def close(self) -> None:
-        self._pool.close()
-
-    @contextlib.contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection in autocommit: each statement is its own transaction."""
-        with self._pool.connection() as conn:
-            yield conn
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection inside one transaction: committed on exit, rolled back on error."""
-        with self._pool.connection() as conn, conn.transaction():
-            yield conn
-
-    def _migrate(self) -> None:
-        for attempt in range(3):
-            try:
-                self._migrate_once()
-                return
-            except psycopg.errors.UniqueViolation:
-                # Another component created the schema between our check and our create.
-                if attempt == 2:
-                    raise
-
-    def _migrate_once(self) -> None:
-        with self.transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            if self.shared.schema is not None:
-                conn.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.shared.schema))
-                )
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " component TEXT NOT NULL, version INTEGER NOT NULL,"
-                " applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),"
-                " PRIMARY KEY (component, version))"
-            )
-            row = conn.execute(
-                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = %s", (COMPONENT,)
-            ).fetchone()
-            current = int(row[0]) if row is not None else 0
-            for number, step in enumerate(MIGRATIONS[current:], start=current + 1):
-                conn.execute(step.encode())
-                conn.execute(
-                    "INSERT INTO schema_migrations (component, version) VALUES (%s, %s)", (COMPONENT, number)
-                )
+    database = SyncPostgres(shared, name=APPLICATION_NAME, max_size=max_size).open()
+    try:
+        database.apply(MIGRATION)
+    except BaseException:
+        database.close()
+        raise
+    return database
 
 
 def _lock_family(conn: psycopg.Connection[Any], family: str) -> None:
@@ -275,13 +189,13 @@ def _lock_family(conn: psycopg.Connection[Any], family: str) -> None:
     updater keeps the row locked even when the row then no longer matches (PostgreSQL's READ
     COMMITTED re-check), so taking this lock after such an `UPDATE` could deadlock with a revoker.
     """
-    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (FAMILY_LOCK_CLASS, family))
+    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LockClass.DEVAUTH_FAMILY, family))
 
 
-class PostgresDevStore:
+class PostgresDevAuthStore:
     """Clients, codes and refresh tokens in the shared database (see the module docstring)."""
 
-    def __init__(self, database: DevAuthDatabase, *, replay_memory_seconds: float = 86_400.0) -> None:
+    def __init__(self, database: SyncPostgres, *, replay_memory_seconds: float = 86_400.0) -> None:
         self.database = database
         self.replay_memory_seconds = replay_memory_seconds
 
@@ -290,7 +204,7 @@ class PostgresDevStore:
 
     # --- clients ---
     def put_client(self, client: DevClient, *, replace: bool = True) -> None:
-        _checked(client.client_id, client.secret_sha256)
+        checked(client.client_id, client.secret_sha256)
         statement = _REPLACE_CLIENT if replace else _ADD_CLIENT
         with self.database.transaction() as conn:
             conn.execute(
@@ -298,9 +212,9 @@ class PostgresDevStore:
             )
 
     def register_client(self, client: DevClient, *, max_total: int, max_per_minute: int) -> None:
-        _checked(client.client_id, client.secret_sha256)
+        checked(client.client_id, client.secret_sha256)
         with self.database.transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (REGISTRATION_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (AdvisoryLock.DEVAUTH_REGISTRATION,))
             row = conn.execute(
                 "SELECT COUNT(*), devauth_now() FROM devauth_clients WHERE registered"
             ).fetchone()
@@ -375,7 +289,7 @@ class PostgresDevStore:
 
     # --- authorization codes ---
     def put_code(self, code: str, stored: StoredCode) -> None:
-        _checked(
+        checked(
             stored.client_id,
             stored.redirect_uri,
             stored.scope,
@@ -463,7 +377,7 @@ class PostgresDevStore:
     # --- refresh tokens ---
     def put_refresh_token(self, token: str, grant: Grant, ttl_seconds: int) -> bool:
         family = grant.family or new_family()
-        _checked(grant.client_id, grant.scope, grant.subject, grant.tenant, grant.resource, family)
+        checked(grant.client_id, grant.scope, grant.subject, grant.tenant, grant.resource, family)
         self._forget_old()
         with self.database.transaction() as conn:
             _lock_family(conn, family)
@@ -540,7 +454,7 @@ class PostgresDevStore:
 
     # --- access tokens of grant families ---
     def remember_access_token(self, jti: str, family: str, keep_until: float) -> bool:
-        _checked(jti, family)
+        checked(jti, family)
         self._forget_old()
         with self.database.transaction() as conn:
             _lock_family(conn, family)
@@ -562,7 +476,7 @@ class PostgresDevStore:
         return [RevokedAccessToken(str(jti), float(keep_until)) for jti, keep_until in rows]
 
     def forget_access_tokens(self, jtis: Sequence[str]) -> None:
-        _checked(*jtis)
+        checked(*jtis)
         if not jtis:
             return
         with self.database.transaction() as conn:
@@ -570,9 +484,9 @@ class PostgresDevStore:
 
     # --- sign-in attempts ---
     def admit_login(self, keys: Sequence[str], limits: LoginLimits) -> float:
-        _checked(*keys)
+        checked(*keys)
         with self.database.transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOGIN_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (AdvisoryLock.DEVAUTH_SIGN_IN,))
             now_row = conn.execute("SELECT devauth_now()").fetchone()
             assert now_row is not None
             now = float(now_row[0])
@@ -605,9 +519,9 @@ class PostgresDevStore:
         return 0.0
 
     def login_succeeded(self, *, reset: Sequence[str], uncount: Sequence[str]) -> None:
-        _checked(*reset, *uncount)
+        checked(*reset, *uncount)
         with self.database.transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOGIN_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (AdvisoryLock.DEVAUTH_SIGN_IN,))
             conn.execute("DELETE FROM devauth_login_attempts WHERE key = ANY(%s)", (list(reset),))
             conn.execute(
                 "UPDATE devauth_login_attempts SET failures = failures - 1"
@@ -625,7 +539,7 @@ class PostgresKeyStorage:
     other processes notice the change on their next signature or JWKS read.
     """
 
-    def __init__(self, database: DevAuthDatabase) -> None:
+    def __init__(self, database: SyncPostgres) -> None:
         self.database = database
 
     def version(self) -> object | None:

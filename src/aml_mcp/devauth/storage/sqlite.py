@@ -1,9 +1,10 @@
-"""What the development authorization server remembers: clients, codes, refresh and access tokens.
+"""The development authorization server's state in a SQLite file, for one host: `SqliteDevAuthStore`.
 
-Its own small SQLite file (`DATA_DIR/devauth.db`), apart from the server's store: this is not the
-production path and must not shape it. Codes and refresh tokens are kept only as SHA-256 digests,
-so the file holds nothing a client could present. Calls are synchronous (authlib is) and run on
-worker threads; one connection behind a lock is plenty for a development server.
+Clients, codes, refresh and access tokens and the sign-in limiter's counts live in its own small
+file (`DATA_DIR/devauth.db`), apart from the server's store: this is not the production path and
+must not shape it. Codes and refresh tokens are kept only as SHA-256 digests, so the file holds
+nothing a client could present. Calls are synchronous (authlib is) and run on worker threads; one
+connection behind a lock is plenty for a development server.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from aml_mcp.devauth.login_limits import LoginLimits
-from aml_mcp.devauth.store import (
+from aml_mcp.devauth.storage import (
     CODE_TTL_SECONDS,
     REGISTRATION_WINDOW_SECONDS,
     DevClient,
     Grant,
-    RegistrationRefused,
     RevokedAccessToken,
     StoredCode,
     StoredRefreshToken,
@@ -35,16 +35,7 @@ from aml_mcp.devauth.store import (
 )
 from aml_mcp.store.postgres import storable
 
-__all__ = [
-    "DevClient",
-    "DevStore",
-    "Grant",
-    "RegistrationRefused",
-    "StoredCode",
-    "StoredRefreshToken",
-    "digest",
-    "new_family",
-]
+__all__ = ["SqliteDevAuthStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +101,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
 """Schema changes after the first layout, applied in order and counted in `PRAGMA user_version`."""
 
 
-class DevStore:
+class SqliteDevAuthStore:
     """Clients, codes and refresh tokens in `devauth.db`.
 
     Every decision that must hold under concurrent requests is one transaction: redeeming a code
