@@ -1,8 +1,8 @@
 """Connecting the official Python SDK (`mcp` 2.3.0) to aml-mcp with a bearer token. The lines
-between the README markers are the README's "Connect a client" snippet (a test checks that they
-match, and runs `search`)."""
+between the docs markers are the snippet in docs/connecting-clients.md, "Connect a client" (a test
+checks that they match, and runs `search`)."""
 
-# README:python
+# docs:python
 from httpx2 import AsyncClient
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -15,4 +15,4 @@ async def search(url: str, token: str, query: str) -> str:
         return (await client.call_tool("search_aml_notes", {"query": query})).content[0].text
 
 
-# README:end
+# docs:end

@@ -23,7 +23,7 @@ from tests.support.node_clients import NodeClients
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(300)]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONNECTING = Path(__file__).resolve().parents[2] / "docs" / "connecting-clients.md"
 
 
 def _steps(output: str) -> dict[str, dict[str, Any]]:
@@ -105,18 +105,18 @@ def test_a_client_left_on_the_handshake_is_told_how_to_connect(
 # --- the Inspector CLI ----------------------------------------------------------------------------
 
 
-def _readme_inspector_command() -> list[str]:
-    """The README's Inspector command line, as a user would paste it."""
-    lines = [
-        line for line in README.read_text().splitlines() if line.startswith("npx @modelcontextprotocol/")
-    ]
+def _documented_inspector_command() -> list[str]:
+    """The Inspector command line of "Connect a client" (docs/connecting-clients.md), as a user would
+    paste it."""
+    section = CONNECTING.read_text().split("## Connect a client", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("npx @modelcontextprotocol/")]
     assert len(lines) == 1, lines
     return shlex.split(lines[0])
 
 
 def _inspector(clients: NodeClients, served: Served, argv: list[str], tmp_path: Path) -> dict[str, Any]:
     """Runs the Inspector CLI: `npx @modelcontextprotocol/inspector` is the pinned launcher, the
-    README's URL is this server's, and the callback listens on a free port (its path stays the
+    documented URL is this server's, and the callback listens on a free port (its path stays the
     Inspector's own `/oauth/callback`)."""
     assert argv[:2] == ["npx", "@modelcontextprotocol/inspector"]
     args = [served.mcp_url if arg == "http://127.0.0.1:8000/mcp" else arg for arg in argv[2:]]
@@ -155,10 +155,10 @@ def _replace(argv: list[str], flag: str, value: str) -> list[str]:
     return [*argv[: at + 1], value, *argv[at + 2 :]]
 
 
-def test_inspector_readme_command_lists_tools_as_the_preregistered_client(
+def test_inspector_documented_command_lists_tools_as_the_preregistered_client(
     clients: NodeClients, served: Served, tmp_path: Path
 ) -> None:
-    argv = _readme_inspector_command()
+    argv = _documented_inspector_command()
     assert argv[argv.index("--protocol-era") + 1] == "auto"
     assert argv[argv.index("--client-id") + 1] == "aml-mcp-cli"
     result = _inspector(clients, served, argv, tmp_path)
@@ -172,7 +172,7 @@ def test_inspector_readme_command_lists_tools_as_the_preregistered_client(
 def test_inspector_registers_dynamically_and_searches(
     clients: NodeClients, served: Served, tmp_path: Path
 ) -> None:
-    argv = _without(_readme_inspector_command(), "--client-id")
+    argv = _without(_documented_inspector_command(), "--client-id")
     argv = [
         *_replace(argv, "--method", "tools/call"),
         "--tool-name",
@@ -188,7 +188,7 @@ def test_inspector_runs_a_task_tool_to_completion(
     clients: NodeClients, served: Served, tmp_path: Path
 ) -> None:
     argv = [
-        *_replace(_readme_inspector_command(), "--method", "tools/call"),
+        *_replace(_documented_inspector_command(), "--method", "tools/call"),
         "--tool-name",
         "run_full_eval",
     ]

@@ -315,7 +315,8 @@ def serve_banner(settings: Settings, command: str = "aml-mcp") -> str:
             f"development authorization server: {issuer}",
             f"  demo users (password = user name): {_demo_users()}",
             "  MCP clients: connect to the endpoint above; its 401 leads them to discovery, login and"
-            f' consent (pre-registered public client: {CLI_CLIENT_ID}). See README.md, "Connect a client".',
+            f" consent (pre-registered public client: {CLI_CLIENT_ID}). See docs/connecting-clients.md,"
+            ' "Connect a client".',
             "  a token for scripts:",
             f"    {env}{command} token --data-dir {settings.data_dir}{shared} --subject alice"
             f' --tenant meridian-bank --scope "aml:read aml:draft"',
@@ -325,7 +326,7 @@ def serve_banner(settings: Settings, command: str = "aml-mcp") -> str:
             f" -d resource={settings.resource_url} {issuer}/token",
         ]
     else:
-        lines.append('  MCP clients: see README.md, "Connect a client".')
+        lines.append('  MCP clients: see docs/connecting-clients.md, "Connect a client".')
     # Never empty here: `serve_refusal` refuses settings that trust no authorization server.
     lines.append(f"trusted issuers: {', '.join(trusted_issuers(settings))}")
     return "\n".join(lines)

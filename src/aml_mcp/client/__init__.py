@@ -3,7 +3,7 @@
 `McpClient.call_tool` returns a tool's result, or a `TaskHandle` when the server runs the call as a
 task: `await handle.result()` waits by listening (falling back to polling), `handle.statuses()`
 follows it, `handle.answer()` / `on_input` answer `input_required`, `handle.cancel()` cancels it.
-See docs/client.md.
+See docs/python-client.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
-// Connecting the TypeScript SDK v2 client to aml-mcp. The lines between the README markers are the
-// README's "Connect a client" snippet (a test checks that they match).
+// Connecting the TypeScript SDK v2 client to aml-mcp. The lines between the docs markers are the
+// snippet in docs/connecting-clients.md, "Connect a client" (a test checks that they match).
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from "@modelcontextprotocol/client";
 
 export const TASKS = "io.modelcontextprotocol/tasks";
 
 async function open(url, authProvider) {
-  // README:typescript
+  // docs:typescript
   const client = new Client({ name: "aml-assistant", version: "1.0.0" }, {
     capabilities: { elicitation: {}, extensions: { "io.modelcontextprotocol/tasks": {} } },
     versionNegotiation: { mode: "auto" }, // speak 2026-07-28, not the initialize handshake
   });
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { authProvider }));
-  // README:end
+  // docs:end
   return client;
 }
 

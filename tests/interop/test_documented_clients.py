@@ -1,7 +1,7 @@
-"""The README's "Connect a client" snippets are the code the interop tests run: the TypeScript one
-is `ts/connect.mjs` (which `ts-client.mjs` connects with), the Python one is `python_client.py`,
-run here against the real server with a token from `aml-mcp token`. (The Inspector's command line
-is read from the README by `test_typescript_clients.py`.)"""
+"""The "Connect a client" snippets of docs/connecting-clients.md are the code the interop tests run:
+the TypeScript one is `ts/connect.mjs` (which `ts-client.mjs` connects with), the Python one is
+`python_client.py`, run here against the real server with a token from `aml-mcp token`. (The
+Inspector's command line is read from the same section by `test_typescript_clients.py`.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.interop.conftest import Served
 pytestmark = [pytest.mark.interop]
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parents[1] / "README.md"
+PAGE = HERE.parents[1] / "docs" / "connecting-clients.md"
 
 
 def _snippet(path: Path, start: str, end: str) -> list[str]:
@@ -26,21 +26,21 @@ def _snippet(path: Path, start: str, end: str) -> list[str]:
     return [line[indent:] for line in lines]
 
 
-def _readme_block(language: str) -> list[str]:
-    section = README.read_text().split("## Connect a client", 1)[1].split("\n## ", 1)[0]
+def _documented_block(language: str) -> list[str]:
+    section = PAGE.read_text().split("## Connect a client", 1)[1].split("\n## ", 1)[0]
     block = section.split(f"```{language}\n", 1)[1].split("```", 1)[0]
     return [line for line in block.splitlines() if line.strip()]
 
 
 def test_the_typescript_snippet_is_the_one_the_interop_client_runs() -> None:
-    assert _readme_block("js") == _snippet(
-        HERE / "ts" / "connect.mjs", "// README:typescript", "// README:end"
+    assert _documented_block("js") == _snippet(
+        HERE / "ts" / "connect.mjs", "// docs:typescript", "// docs:end"
     )
-    assert 'versionNegotiation: { mode: "auto" }' in "\n".join(_readme_block("js"))
+    assert 'versionNegotiation: { mode: "auto" }' in "\n".join(_documented_block("js"))
 
 
 def test_the_python_snippet_is_the_one_run_here() -> None:
-    assert _readme_block("python") == _snippet(HERE / "python_client.py", "# README:python", "# README:end")
+    assert _documented_block("python") == _snippet(HERE / "python_client.py", "# docs:python", "# docs:end")
 
 
 @pytest.mark.anyio
