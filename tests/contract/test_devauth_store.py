@@ -29,9 +29,11 @@ from aml_mcp.devauth.storage import (
     digest,
     new_family,
 )
-from aml_mcp.devauth.storage.postgres import PostgresDevAuthStore, open_database
+from aml_mcp.devauth.storage.postgres import MIGRATION, PostgresDevAuthStore, open_database
 from aml_mcp.devauth.storage.sqlite import SqliteDevAuthStore
+from aml_mcp.store.migrations import Migration
 from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.store.postgres_sync import SyncPostgres
 from tests.support.postgres import scratch_schema
 
 RACERS = 8
@@ -603,3 +605,30 @@ def test_postgres_stores_opening_at_once_create_the_tables_once() -> None:
         finally:
             for store in stores:
                 store.close()
+
+
+def test_postgres_tables_of_an_earlier_step_are_brought_up_to_date_keeping_their_rows() -> None:
+    """A database a replica of an earlier release set up (the first step only) gets the later steps,
+    each recorded, and keeps the clients it held."""
+    with scratch_schema() as (url, schema):
+        shared = PostgresDatabase(url, schema=schema)
+        with SyncPostgres(shared, name="aml-mcp-earlier-release", max_size=1) as earlier:
+            assert earlier.apply(Migration(MIGRATION.component, MIGRATION.steps[:1])) == 1
+            with earlier.connection() as conn:
+                conn.execute(
+                    "INSERT INTO devauth_clients (client_id, metadata, issued_at) VALUES (%s, %s, 0)",
+                    ("client-1", '{"redirect_uris": ["https://app.example/cb"]}'),
+                )
+        store = PostgresDevAuthStore(open_database(shared))
+        try:
+            client = store.client("client-1")
+            assert client is not None and client.redirect_uris == ("https://app.example/cb",)
+            assert store.remember_access_token("jti-1", new_family(), time.time() + 60)  # step 2 table
+            with store.database.connection() as conn:
+                versions = conn.execute(
+                    "SELECT version FROM schema_migrations WHERE component = %s ORDER BY version",
+                    (MIGRATION.component,),
+                ).fetchall()
+            assert [version for (version,) in versions] == list(range(1, len(MIGRATION.steps) + 1))
+        finally:
+            store.close()
