@@ -15,7 +15,8 @@ class OutageLog:
     """`failed` logs the first failure of an outage (per key), `recovered` its end."""
 
     def __init__(self, logger: logging.Logger, *, down: str, up: str) -> None:
-        """`down` and `up` are messages with `{what}`, and `down` also `{cause}` and `{error}`."""
+        """`down` and `up` are messages with `{what}` and `{cause}` (for `up`: the outage's last
+        cause), and `down` also `{error}`."""
         self._logger = logger
         self._down_message = down
         self._up_message = up
@@ -27,8 +28,9 @@ class OutageLog:
         self._down[what] = cause
 
     def recovered(self, *, what: str = "") -> None:
-        if self._down.pop(what, None) is not None:
-            self._logger.info(self._up_message.format(what=what))
+        cause = self._down.pop(what, None)
+        if cause is not None:
+            self._logger.info(self._up_message.format(what=what, cause=cause))
 
     def cause(self, *, what: str = "") -> str | None:
         """Why `what` is down now (`None`: it is not)."""

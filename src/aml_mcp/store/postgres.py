@@ -37,7 +37,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from aml_mcp.store.sqlite import Migration
+from aml_mcp.store.migrations import Migration
+from aml_mcp.store.text import storable as storable  # until every store imports it from there
 
 logger = logging.getLogger(__name__)
 
@@ -100,21 +101,6 @@ def storage_fault(exc: BaseException) -> str | None:
     if isinstance(exc, RuntimeError) and "not open" in str(exc):
         return "database closed"  # used while the server shuts down
     return None
-
-
-def storable(value: str) -> bool:
-    """Whether PostgreSQL `TEXT` can hold `value` as written (no U+0000, no unpaired surrogate):
-    the stores check before they send, so such a value is a clear refusal or a miss, never a
-    database error in the middle of a transaction."""
-    if "\x00" in value:
-        return False
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class PostgresDatabase:

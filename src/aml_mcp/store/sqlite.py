@@ -31,9 +31,11 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import anyio.to_thread
+
+from aml_mcp.store.migrations import Migration as Migration  # its home; still importable from here
 
 logger = logging.getLogger(__name__)
 
@@ -168,13 +170,6 @@ def integrity_problem(path: Path) -> str | None:
         return None
     # quick_check reports over several lines ("*** in database main ***\nPage 56: ..."): keep one.
     return " ".join(first.replace("*** in database main ***", "").split())
-
-
-class Migration(NamedTuple):
-    """One component's schema: an append-only list of SQL scripts (add a step, never edit one)."""
-
-    component: str
-    steps: Sequence[str]
 
 
 @dataclass(slots=True)
