@@ -60,9 +60,9 @@ from aml_mcp.subscriptions.followed import FollowedTasks
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams, listen_scope_rule
 from aml_mcp.subscriptions.policy import CredentialPolicy
 from aml_mcp.subscriptions.postgres_bus import PgEventBus
-from aml_mcp.tasks import postgres_store
 from aml_mcp.tasks.clock import Clock
-from aml_mcp.tasks.postgres_store import CONTROL_CHANNEL, CREATED_CHANNEL
+from aml_mcp.tasks.storage import postgres as postgres_tasks
+from aml_mcp.tasks.storage.postgres import CONTROL_CHANNEL, CREATED_CHANNEL
 from aml_mcp.tasks.wiring import build_tasks
 
 logger = logging.getLogger(__name__)
@@ -184,7 +184,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
             # Cancellations and answers for a task this runner holds, stored by any process.
             pg_bus.on_signal(CONTROL_CHANNEL, tasks.runner.control_signal)
             pg_bus.on_resync(_waking(tasks.runner.wake, tasks.runner.heartbeat_now))
-        metrics.count_tasks_with(lambda: postgres_store.count_by_status(shared))
+        metrics.count_tasks_with(lambda: postgres_tasks.count_by_status(shared))
         metrics.counters(
             lambda: {
                 "aml_mcp_bus_reconnects": ("Event bus listener reconnects", max(0, pg_bus.connects - 1)),

@@ -15,11 +15,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from aml_mcp.store.sqlite import Migration, SqliteDatabase
-from aml_mcp.tasks import postgres_store, sqlite_store
-from aml_mcp.tasks.postgres_store import PostgresTaskStore
-from aml_mcp.tasks.sqlite_store import SqliteTaskStore
-from aml_mcp.tasks.store import TaskStore
+from aml_mcp.store.migrations import Migration
+from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.tasks.storage import TaskStore
+from aml_mcp.tasks.storage import postgres as postgres_tasks
+from aml_mcp.tasks.storage import sqlite as sqlite_tasks
+from aml_mcp.tasks.storage.postgres import PostgresTaskStore
+from aml_mcp.tasks.storage.sqlite import SqliteTaskStore
 from tests.support.postgres import scratch_database
 
 
@@ -40,7 +42,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     if request.param == "sqlite":
         db = SqliteDatabase(tmp_path / "tasks.db")
         db.open()
-        await db.apply(Migration(sqlite_store.COMPONENT, sqlite_store.MIGRATIONS))
+        await db.apply(Migration(sqlite_tasks.COMPONENT, sqlite_tasks.MIGRATIONS))
 
         async def execute(statement: str, args: tuple[Any, ...]) -> None:
             await db.write(lambda conn: conn.execute(statement, args))
@@ -58,7 +60,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             db.close()
         return
     async with scratch_database() as pg:
-        await pg.apply(postgres_store.MIGRATION)
+        await pg.apply(postgres_tasks.MIGRATION)
 
         async def pg_execute(statement: str, args: tuple[Any, ...]) -> None:
             async with pg.transaction() as conn:

@@ -74,7 +74,7 @@ from aml_mcp.secrets_store import DirectorySecrets, PostgresSecrets, SecretSourc
 from aml_mcp.store.postgres import PostgresDatabase, storable
 from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.tasks.model import TaskStatus
-from aml_mcp.tasks.store import Change, LeaseReport, TaskStore, UnstorableTask
+from aml_mcp.tasks.storage import Change, LeaseReport, TaskStore, UnstorableTask
 from tests.contract.conftest import Backend
 from tests.contract.hostile import (
     HOSTILE,

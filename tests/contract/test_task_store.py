@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from aml_mcp.tasks.model import TaskStatus
-from aml_mcp.tasks.store import Change, CreateRateExceeded, QuotaExceeded, TaskQuota
+from aml_mcp.tasks.storage import Change, CreateRateExceeded, QuotaExceeded, TaskQuota
 from tests.contract.conftest import Backend
 from tests.tasks.factories import ISSUER, owner, principal_matrix, record
 
@@ -312,6 +312,28 @@ async def test_the_quota_counts_unfinished_unexpired_tasks_by_principal_and_tena
     await store.create(bare, quota)
     assert await store.find(bare.task_id, bare.owner, NOW) == bare
 
+
+async def test_the_quota_counts_each_bank_alone_whatever_its_names_hold(backend: Backend) -> None:
+    # A create under a quota locks its (issuer, tenant) first: names holding U+0000 (which a token's
+    # claims may, and PostgreSQL `TEXT` cannot) or a backslash, and pairs that join to the same
+    # text, are each their own bank and get their own room.
+    store = backend.store
+    quota = TaskQuota(active_per_principal=10, active_per_tenant=1)
+    banks = [
+        owner(issuer="https://a", tenant="bc"),
+        owner(issuer="https://ab", tenant="c"),
+        owner(issuer="https://a", tenant="b\x00c"),
+        owner(issuer="https://a\x00", tenant="bc"),
+        owner(issuer="https://a\\", tenant="0bc"),
+        owner(issuer="https://a", tenant="\\0bc"),
+    ]
+    for bank in banks:
+        await store.create(record(bank, now=NOW), quota)
+    for bank in banks:
+        with pytest.raises(QuotaExceeded) as caught:
+            await store.create(record(bank, now=NOW), quota)
+        assert caught.value.per == "tenant"
+    assert await backend.count() == len(banks)
 
 async def test_concurrent_creates_never_overshoot_the_quota(backend: Backend) -> None:
     store = backend.store

@@ -11,8 +11,8 @@ import pytest
 
 from aml_mcp.store.postgres import PoolBudget, PostgresDatabase, redacted, storage_fault
 from aml_mcp.store.sqlite import Migration
-from aml_mcp.tasks.postgres_store import MIGRATION, PostgresTaskStore
-from aml_mcp.tasks.store import StorageUnavailable
+from aml_mcp.tasks.storage import StorageUnavailable
+from aml_mcp.tasks.storage.postgres import MIGRATION, PostgresTaskStore
 from tests.support.postgres import scratch_database, scratch_schema
 from tests.tasks.factories import owner
 

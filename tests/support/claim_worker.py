@@ -9,7 +9,7 @@ import json
 import sys
 
 from aml_mcp.store.postgres import PoolBudget, PostgresDatabase
-from aml_mcp.tasks.postgres_store import PostgresTaskStore
+from aml_mcp.tasks.storage.postgres import PostgresTaskStore
 
 BATCH = 5
 

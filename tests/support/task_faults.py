@@ -40,7 +40,7 @@ from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import TaskService
 from aml_mcp.tasks.settings import TaskSettings
-from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
+from aml_mcp.tasks.storage.sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
 from tests.support.subprocess_server import listening_port
 
 DEFAULT_BUSY_MS = 30_000

@@ -21,7 +21,7 @@ from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import TaskService
 from aml_mcp.tasks.settings import TaskSettings
-from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
+from aml_mcp.tasks.storage.sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
 from tests.support.waiting import eventually_async
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}

@@ -19,8 +19,8 @@ import pytest
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.tasks.db_clock import DatabaseClock
 from aml_mcp.tasks.model import TaskStatus
-from aml_mcp.tasks.postgres_store import CHANNEL, MIGRATION, PostgresTaskStore
-from aml_mcp.tasks.store import Change
+from aml_mcp.tasks.storage import Change
+from aml_mcp.tasks.storage.postgres import CHANNEL, MIGRATION, PostgresTaskStore
 from tests.support.clocks import OffsetClock
 from tests.support.postgres import scratch_database
 from tests.tasks.factories import owner, record

@@ -14,7 +14,7 @@ from aml_mcp.tasks.inputs import take_answers
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
 from aml_mcp.tasks.service import CancelVerdict, UpdateVerdict
 from aml_mcp.tasks.settings import TaskSettings
-from aml_mcp.tasks.store import Change
+from aml_mcp.tasks.storage import Change
 from tests.tasks.factories import owner, record, state
 from tests.tasks.harness import FAST, Gates, harness
 
@@ -183,7 +183,7 @@ async def test_cancel_while_waiting_for_input(tmp_path: Path) -> None:
 async def _crashed_task(h_path: Path, tool: str, who: Owner, **fields: object) -> TaskRecord:
     """A task as a dead runner left it: active, leased to `dead`, lease lapsed."""
     from aml_mcp.store.sqlite import SqliteDatabase
-    from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
+    from aml_mcp.tasks.storage.sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
 
     database = SqliteDatabase(h_path)
     database.open()

@@ -20,7 +20,7 @@ from aml_mcp.catalog.invocation import InvocationContext
 from aml_mcp.catalog.tools import Execution, ToolRegistry, ToolSpec
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
 from aml_mcp.tasks.settings import TaskSettings
-from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
+from aml_mcp.tasks.storage.sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
 from tests.support.mcp_http import create, wait_for
 from tests.support.subprocess_server import ServerProcess
 from tests.support.task_faults import open_database, owner_of, principal_of, runner_on

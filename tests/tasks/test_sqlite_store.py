@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
+from aml_mcp.tasks.storage.sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
 from tests.tasks.factories import owner, record
 
 pytestmark = pytest.mark.anyio

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.tasks.sqlite_store import _RECENT_CREATES, COMPONENT, MIGRATIONS, SqliteTaskStore
-from aml_mcp.tasks.store import TaskQuota
+from aml_mcp.tasks.storage import TaskQuota
+from aml_mcp.tasks.storage.sqlite import _RECENT_CREATES, COMPONENT, MIGRATIONS, SqliteTaskStore
 from tests.tasks.factories import owner, record
 
 pytestmark = pytest.mark.anyio

@@ -172,6 +172,51 @@ def integrity_problem(path: Path) -> str | None:
     return " ".join(first.replace("*** in database main ***", "").split())
 
 
+_CAUSES = {
+    "SQLITE_FULL": "disk full",
+    "SQLITE_BUSY": "database busy",
+    "SQLITE_LOCKED": "database busy",
+    "SQLITE_READONLY": "database read-only",
+    "SQLITE_IOERR": "I/O error",
+    "SQLITE_CANTOPEN": "database cannot be opened",
+    "SQLITE_CORRUPT": "database damaged",
+    "SQLITE_NOTADB": "database damaged",
+}
+
+
+def storage_fault(exc: BaseException) -> str | None:
+    """A short cause when `exc` is the storage failing (not the request, not a bug), else `None`.
+
+    The SQLite counterpart of `store.postgres.storage_fault`, so every store on the file tells a
+    transient condition from a bug the same way. Judged by SQLite's primary result code: a full
+    disk, a lock, a read-only, unopenable or damaged file, an I/O error. A generic `SQLITE_ERROR`
+    (bad SQL, no such table) and constraint failures are bugs and stay what they are — unless
+    raised while handling a storage failure: a full disk rolls the whole transaction back, and the
+    batch's clean-up then fails with "no such savepoint", which is the failure seen, not its cause.
+    """
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        cause = _own_fault(seen)
+        if cause is not None:
+            return cause
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _own_fault(exc: BaseException) -> str | None:
+    if isinstance(exc, sqlite3.ProgrammingError):
+        return "database closed" if "closed" in str(exc) else None
+    if isinstance(exc, sqlite3.Error):
+        name = getattr(exc, "sqlite_errorname", None) or ""
+        primary = "_".join(name.split("_")[:2])  # SQLITE_IOERR_WRITE -> SQLITE_IOERR
+        return _CAUSES.get(primary)
+    if isinstance(exc, RuntimeError) and "not open" in str(exc):
+        return "database closed"  # written to while the server shuts down
+    return None
+
+
 @dataclass(slots=True)
 class _Job:
     operation: Operation[Any]

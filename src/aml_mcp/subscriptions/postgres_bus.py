@@ -45,7 +45,7 @@ from aml_mcp.subscriptions.followed import FollowedTasks
 logger = logging.getLogger(__name__)
 
 TASK_CHANNEL = "aml_task_events"
-"""The task store's channel (`tasks.postgres_store.CHANNEL`), as this deployment names it."""
+"""The task store's channel (`tasks.storage.postgres.CHANNEL`), as this deployment names it."""
 Resolver = Callable[[str, Owner], Awaitable[Event | None]]
 Signal = Callable[[str], None]
 """Called with the payload of each notification on an extra channel (`on_signal`), on the event

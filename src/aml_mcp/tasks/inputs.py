@@ -15,7 +15,7 @@ from typing import Any
 
 from aml_mcp.catalog.invocation import InputRequest, valid_response
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
-from aml_mcp.tasks.store import Change
+from aml_mcp.tasks.storage import Change
 
 WAITING_MESSAGE = "Waiting for input"
 RESUMED_MESSAGE = "Input received; working"

@@ -12,7 +12,7 @@ import logging
 import anyio
 
 from aml_mcp.tasks.clock import Clock
-from aml_mcp.tasks.store import TaskStore
+from aml_mcp.tasks.storage import TaskStore
 
 logger = logging.getLogger(__name__)
 

@@ -44,14 +44,15 @@ from mcp_types import INTERNAL_ERROR
 from pydantic import ValidationError
 
 from aml_mcp.catalog.tools import ToolRegistry, ToolSpec
+from aml_mcp.store.outage import OutageLog
+from aml_mcp.store.sqlite import storage_fault
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.job import Job, StopReason
 from aml_mcp.tasks.model import Outcome, TaskRecord, TaskStatus
 from aml_mcp.tasks.scheduler import FairScheduler
 from aml_mcp.tasks.service import CANCELLED_MESSAGE
 from aml_mcp.tasks.settings import TaskSettings
-from aml_mcp.tasks.sqlite_store import storage_fault
-from aml_mcp.tasks.store import Change, StorageUnavailable, TaskStore
+from aml_mcp.tasks.storage import Change, StorageUnavailable, TaskStore
 from aml_mcp.tasks.task_context import TaskContext
 from aml_mcp.tasks.transitions import apply_change
 
@@ -138,7 +139,12 @@ class TaskRunner:
         self._joinable: dict[str, Job] = {}
         """Per coalescing key, the job whose run identical tasks created meanwhile follow."""
         self._group: TaskGroup | None = None
-        self._outage: dict[str, str] = {}
+        self._outage = OutageLog(
+            logger,
+            down="task {what} cannot write to the store ({cause}); retrying",
+            up="task {what} reaches the store again",
+        )
+        """Each background job's storage outage (`what`: the lease heartbeat, recovery), logged once."""
         self._wake = anyio.Event()
         """Set by `wake()`: claim now rather than at the next `claim_interval_ms`."""
         self._beat = anyio.Event()
@@ -364,16 +370,6 @@ class TaskRunner:
 
     # -- leases --------------------------------------------------------------------------------
 
-    def _outage_began(self, what: str, exc: StorageUnavailable) -> None:
-        """Log a background job's storage failure once per outage, not on every tick."""
-        if what not in self._outage:
-            logger.warning("task %s cannot write to the store (%s); retrying", what, exc.cause)
-        self._outage[what] = exc.cause
-
-    def _outage_ended(self, what: str) -> None:
-        if self._outage.pop(what, None) is not None:
-            logger.info("task %s reaches the store again", what)
-
     async def _heartbeats(self) -> None:
         while True:
             with anyio.move_on_after(self._settings.heartbeat_ms / 1000):
@@ -388,12 +384,12 @@ class TaskRunner:
                     self._holder, now + self._settings.lease_ms, now, task_ids=list(jobs)
                 )
             except StorageUnavailable as exc:
-                self._outage_began("lease heartbeat", exc)
+                self._outage.failed(exc.cause, what="lease heartbeat")
                 continue
             except Exception:
                 logger.exception("task lease heartbeat failed")
                 continue
-            self._outage_ended("lease heartbeat")
+            self._outage.recovered(what="lease heartbeat")
             for task_id, job in jobs.items():
                 if self._jobs.get(task_id) is not job:
                     continue  # ended while the heartbeat was being written
@@ -409,11 +405,11 @@ class TaskRunner:
             try:
                 await self.recover_once()
             except StorageUnavailable as exc:
-                self._outage_began("recovery", exc)
+                self._outage.failed(exc.cause, what="recovery")
             except Exception:
                 logger.exception("task recovery failed")
             else:
-                self._outage_ended("recovery")
+                self._outage.recovered(what="recovery")
             with anyio.move_on_after(self._settings.claim_interval_ms / 1000):
                 await self._wake.wait()
             self._wake = anyio.Event()

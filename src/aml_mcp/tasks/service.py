@@ -27,7 +27,7 @@ from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.inputs import Answering, take_answers
 from aml_mcp.tasks.model import TaskRecord, TaskStatus, new_task_id
 from aml_mcp.tasks.settings import TaskSettings
-from aml_mcp.tasks.store import (
+from aml_mcp.tasks.storage import (
     Change,
     CreateRateExceeded,
     QuotaExceeded,

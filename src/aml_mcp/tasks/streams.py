@@ -16,7 +16,7 @@ from aml_mcp.subscriptions.bus import EventBus
 from aml_mcp.subscriptions.events import TaskChanged
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.model import TaskRecord
-from aml_mcp.tasks.store import Change, LeaseReport, TaskQuota, TaskStore
+from aml_mcp.tasks.storage import Change, LeaseReport, TaskQuota, TaskStore
 from aml_mcp.tasks.wire import detailed_task
 
 

@@ -24,7 +24,7 @@ from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.inputs import answered, ask
 from aml_mcp.tasks.job import Job, StopReason
 from aml_mcp.tasks.model import TaskRecord
-from aml_mcp.tasks.store import Change, StorageUnavailable, TaskStore
+from aml_mcp.tasks.storage import Change, StorageUnavailable, TaskStore
 from aml_mcp.tasks.transitions import Applied, Decide, apply_change
 
 logger = logging.getLogger(__name__)

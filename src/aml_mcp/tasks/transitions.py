@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from aml_mcp.principal import Owner
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.model import TaskRecord
-from aml_mcp.tasks.store import Change, TaskStore
+from aml_mcp.tasks.storage import Change, TaskStore
 
 MAX_ROUNDS = 50
 

@@ -22,10 +22,10 @@ from aml_mcp.audit import AuditRecorder
 from aml_mcp.catalog.tools import ToolRegistry
 from aml_mcp.protocol.capabilities import TASKS_EXTENSION
 from aml_mcp.scope_rules import ScopeRule
+from aml_mcp.store.migrations import Migration
 from aml_mcp.store.postgres import PostgresDatabase
-from aml_mcp.store.sqlite import Migration, SqliteDatabase
+from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.subscriptions.bus import EventBus
-from aml_mcp.tasks import postgres_store
 from aml_mcp.tasks.clock import Clock, SystemClock
 from aml_mcp.tasks.db_clock import DatabaseClock
 from aml_mcp.tasks.handlers import TaskHandlers
@@ -34,8 +34,9 @@ from aml_mcp.tasks.retention import Sweeper
 from aml_mcp.tasks.runner import TaskRunner
 from aml_mcp.tasks.service import DeferredExecution, TaskService
 from aml_mcp.tasks.settings import TaskSettings
-from aml_mcp.tasks.sqlite_store import COMPONENT, MIGRATIONS, SqliteTaskStore
-from aml_mcp.tasks.store import StoreObserver, TaskStore, TimedTaskStore
+from aml_mcp.tasks.storage import StoreObserver, TaskStore, TimedTaskStore
+from aml_mcp.tasks.storage import postgres as postgres_tasks
+from aml_mcp.tasks.storage.sqlite import MIGRATION, SqliteTaskStore
 from aml_mcp.tasks.streams import FollowableTasks, PublishingTaskStore
 
 
@@ -47,7 +48,7 @@ class Tasks:
     sweeper: Sweeper
     following: FollowableTasks
     """Which tasks a caller may follow on a listen stream, and their current state."""
-    migrations: Sequence[Migration] = (Migration(COMPONENT, MIGRATIONS),)
+    migrations: Sequence[Migration] = (MIGRATION,)
     """Schemas in the SQLite file (none when the tasks live on PostgreSQL)."""
     shared_migrations: Sequence[Migration] = ()
     """Schemas on PostgreSQL, applied once the shared database is open."""
@@ -114,7 +115,7 @@ def build_tasks(
         database_clock = DatabaseClock(shared.now_ms) if clock is None else None
         clock = clock or database_clock
         assert clock is not None
-        store: TaskStore = _timed(postgres_store.PostgresTaskStore(shared), observe_store)
+        store: TaskStore = _timed(postgres_tasks.PostgresTaskStore(shared), observe_store)
         return _assemble(
             settings,
             store,
@@ -122,7 +123,7 @@ def build_tasks(
             audit,
             clock,
             migrations=(),
-            shared_migrations=(postgres_store.MIGRATION,),
+            shared_migrations=(postgres_tasks.MIGRATION,),
             database_clock=database_clock,
             run_bodies=run_bodies,
             on_claimed=on_claimed,

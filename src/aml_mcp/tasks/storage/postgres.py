@@ -1,6 +1,6 @@
 """`TaskStore` on PostgreSQL, for replicas and workers that share one set of tasks.
 
-The same rules as `sqlite_store.py`, with PostgreSQL's mechanisms where several processes write at
+The same rules as `sqlite.py`, with PostgreSQL's mechanisms where several processes write at
 once:
 
 - Per-task statements name the id and the full owner; CAS on `version`; only active rows change,
@@ -8,11 +8,11 @@ once:
   identity, owner, tool, scope or expiry (the second wall behind the conditional updates).
 - The owner columns are `BYTEA` (UTF-8): PostgreSQL `TEXT` cannot hold NUL, and a token's claims
   can. Status messages are stored JSON-encoded for the same reason.
-- Quota: `create` takes a transaction-scoped advisory lock on the owner's (issuer, tenant) before
-  counting, so two creates of one tenant are counted one after the other and can never both see
-  room. An advisory lock rather than SERIALIZABLE: it serializes only creates of the same tenant,
-  only when a quota applies, and never fails with a serialization error that every caller would
-  have to retry.
+- Quota: `create` takes a transaction-scoped advisory lock on the owner's (issuer, tenant)
+  (`LockClass.TASKS_TENANT`) before counting, so two creates of one tenant are counted one after
+  the other and can never both see room. An advisory lock rather than SERIALIZABLE: it serializes
+  only creates of the same tenant, only when a quota applies, and never fails with a serialization
+  error that every caller would have to retry.
 - `claim` selects in a `MATERIALIZED` CTE with `FOR UPDATE SKIP LOCKED`, then updates the rows it
   locked. The `IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` form may run its subquery more than
   once and claim more than `n` rows; the materialized CTE runs exactly once.
@@ -30,30 +30,33 @@ anything else (a bug, a constraint) stays what it is.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from typing import Any
 
 from aml_mcp.principal import Owner
-from aml_mcp.store.postgres import PostgresDatabase, storable, storage_fault
-from aml_mcp.store.sqlite import Migration
+from aml_mcp.store.locks import LockClass
+from aml_mcp.store.migrations import Migration
+from aml_mcp.store.outage import OutageLog
+from aml_mcp.store.postgres import PostgresDatabase, storage_fault
+from aml_mcp.store.text import storable
 from aml_mcp.tasks.model import TaskRecord
-from aml_mcp.tasks.store import (
+from aml_mcp.tasks.storage import (
+    ACTIVE,
     COLUMNS,
     Change,
+    Dialect,
     LeaseReport,
     QuotaExceeded,
     StorageUnavailable,
     TaskQuota,
     UnstorableTask,
+    change_assignments,
     creates_refused,
     findable,
-    json_text,
     record_of,
-    refuse_unstorable,
-    refuse_unstorable_change,
+    task_row,
 )
 
 logger = logging.getLogger(__name__)
@@ -144,15 +147,6 @@ MIGRATIONS: list[str] = [
 MIGRATION = Migration(COMPONENT, MIGRATIONS)
 
 _T_COLUMNS = ", ".join("t." + column.strip() for column in COLUMNS.split(","))
-_OWNED = (
-    "task_id = %s AND owner_issuer = %s AND owner_subject = %s AND owner_tenant = %s"
-    " AND owner_client_id = %s AND expires_at > %s"
-)
-_ACTIVE = "status IN ('working', 'input_required')"
-
-
-def _dump(value: Mapping[str, Any] | None) -> str | None:
-    return json_text(value)
 
 
 def _b(text: str) -> bytes:
@@ -167,8 +161,10 @@ def _message(text: str | None) -> str | None:
     return None if text is None else json.dumps(text)
 
 
-def _owned_args(task_id: str, owner: Owner, now_ms: int) -> tuple[Any, ...]:
-    return (task_id, _b(owner.issuer), _b(owner.subject), _b(owner.tenant), _b(owner.client_id), now_ms)
+DIALECT = Dialect(placeholder="%s", greatest="GREATEST", owner=_b, message=_message, flag=bool)
+"""Owners as UTF-8 bytes and status messages JSON-encoded (`TEXT` cannot hold U+0000), real booleans."""
+
+_OWNED = DIALECT.owned()
 
 
 def notification_payload(task_id: str, version: int, owner: Owner) -> str:
@@ -182,12 +178,13 @@ def notification_payload(task_id: str, version: int, owner: Owner) -> str:
     return payload
 
 
-def tenant_lock_key(owner: Owner) -> int:
-    """The advisory lock key of the owner's (issuer, tenant): a signed 64-bit hash, length-prefixed
-    so no two (issuer, tenant) pairs join to the same input."""
-    issuer, tenant = _b(owner.issuer), _b(owner.tenant)
-    digest = hashlib.sha256(len(issuer).to_bytes(8, "big") + issuer + tenant).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+def tenant_lock_name(owner: Owner) -> str:
+    """What the owner's (issuer, tenant) lock is named in `LockClass.TASKS_TENANT` (its second key is
+    `hashtext` of it): length-prefixed, so no two (issuer, tenant) pairs join to the same text, and
+    with backslash and U+0000 (which a claim may hold and `TEXT` cannot) escaped, so it can be sent.
+    Two pairs whose names hash alike share a lock: their creates queue, nothing more."""
+    name = f"{len(owner.issuer)}:{owner.issuer}{owner.tenant}"
+    return name.replace("\\", "\\\\").replace("\x00", "\\0")
 
 
 def _record(row: tuple[Any, ...]) -> TaskRecord:
@@ -204,25 +201,22 @@ class PostgresTaskStore:
 
     def __init__(self, database: PostgresDatabase) -> None:
         self._db = database
-        self._down: str | None = None
+        self._outage = OutageLog(
+            logger,
+            down="task storage unavailable ({cause}: {error});"
+            " callers get a retryable error until it recovers",
+            up="task storage available again (after: {cause})",
+        )
 
     def _fault(self, exc: BaseException) -> StorageUnavailable | None:
         cause = storage_fault(exc)
         if cause is None:
             return None
-        if self._down is None:
-            logger.warning(
-                "task storage unavailable (%s: %s); callers get a retryable error until it recovers",
-                cause,
-                exc,
-            )
-        self._down = cause
+        self._outage.failed(cause, exc)
         return StorageUnavailable(cause)
 
     def _recovered(self) -> None:
-        if self._down is not None:
-            logger.info("task storage available again (after: %s)", self._down)
-            self._down = None
+        self._outage.recovered()
 
     async def _run(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """One statement, its own transaction (a `WITH ... UPDATE ... pg_notify` included: the
@@ -238,35 +232,8 @@ class PostgresTaskStore:
         return rows
 
     async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
-        refuse_unstorable(task)
+        row = task_row(task, DIALECT)
         owner = task.owner
-        row = (
-            task.task_id,
-            _b(owner.issuer),
-            _b(owner.subject),
-            _b(owner.tenant),
-            _b(owner.client_id),
-            task.tool,
-            task.scope,
-            _dump(task.arguments),
-            _dump(task.client_capabilities),
-            task.status.value,
-            _message(task.status_message),
-            _dump(task.input_requests),
-            _dump(task.input_responses),
-            _dump(task.result),
-            _dump(task.error),
-            task.cancel_requested,
-            task.created_at,
-            task.updated_at,
-            task.ttl_ms,
-            task.expires_at,
-            task.version,
-            task.lease_holder,
-            task.lease_expires_at,
-            task.attempts,
-            task.handovers,
-        )
         values = ", ".join(["%s"] * len(row))
         insert = f"INSERT INTO tasks ({COLUMNS}) VALUES ({values})"  # noqa: S608
         unleased = task.lease_holder is None
@@ -284,7 +251,7 @@ class PostgresTaskStore:
         rate_limit = quota.created_per_principal
         counted_insert = (
             "WITH n AS (SELECT COUNT(*) AS tenant, COUNT(*) FILTER (WHERE owner_subject = %s) AS principal"  # noqa: S608
-            f"  FROM tasks WHERE owner_tenant = %s AND owner_issuer = %s AND {_ACTIVE} AND expires_at > %s),"
+            f"  FROM tasks WHERE owner_tenant = %s AND owner_issuer = %s AND {ACTIVE} AND expires_at > %s),"
             " w AS (SELECT COUNT(*) AS made, MIN(created_at) AS oldest FROM (SELECT created_at FROM tasks"
             "  WHERE owner_tenant = %s AND owner_issuer = %s AND owner_subject = %s AND created_at > %s"
             "  ORDER BY created_at DESC LIMIT %s) r),"
@@ -312,7 +279,10 @@ class PostgresTaskStore:
                 # Creates of one tenant queue here until the one before commits; the next statement
                 # takes its snapshot after the lock, so it counts every task committed before it:
                 # no overshoot, whatever the concurrency.
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (tenant_lock_key(owner),))
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                    (LockClass.TASKS_TENANT, tenant_lock_name(owner)),
+                )
                 cursor = await conn.execute(counted_insert, params)
                 counted = await cursor.fetchone()
                 if unleased and counted is not None and counted[2]:
@@ -338,14 +308,14 @@ class PostgresTaskStore:
         if not findable(task_id, owner):
             return None
         sql = f"SELECT {COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
-        rows = await self._run(sql, _owned_args(task_id, owner, now_ms))
+        rows = await self._run(sql, DIALECT.owned_args(task_id, owner, now_ms))
         return _record(rows[0]) if rows else None
 
     async def scope_of(self, task_id: str, owner: Owner, now_ms: int) -> str | None:
         if not findable(task_id, owner):
             return None
         sql = f"SELECT required_scope FROM tasks WHERE {_OWNED}"  # noqa: S608
-        rows = await self._run(sql, _owned_args(task_id, owner, now_ms))
+        rows = await self._run(sql, DIALECT.owned_args(task_id, owner, now_ms))
         return rows[0][0] if rows else None
 
     async def transition(
@@ -359,37 +329,18 @@ class PostgresTaskStore:
         holder: str | None = None,
         lease_free: bool = False,
     ) -> TaskRecord | None:
-        refuse_unstorable_change(change)
-        sets: list[str] = ["version = version + 1"]
-        values: list[Any] = []
-        for column, value in (
-            ("status", change.status.value if change.status is not None else None),
-            ("status_message", _message(change.status_message)),
-            ("input_requests", _dump(change.input_requests)),
-            ("input_responses", _dump(change.input_responses)),
-            ("result", _dump(change.result)),
-            ("error", _dump(change.error)),
-            ("cancel_requested", change.cancel_requested),
-        ):
-            if value is not None:
-                sets.append(f"{column} = %s")
-                values.append(value)
-        if change.touch:
-            sets.append("updated_at = GREATEST(updated_at, %s)")
-            values.append(now_ms)
-        if change.status is not None and change.status.terminal:
-            sets.append("lease_holder = NULL, lease_expires_at = NULL")
+        assignments, values = change_assignments(change, now_ms, DIALECT)
         if not findable(task_id, owner) or not storable(holder or ""):
             return None  # the change is storable (its JSON was written above), but no such task is
-        where = [_OWNED, _ACTIVE, "version = %s"]
-        args: list[Any] = [*_owned_args(task_id, owner, now_ms), expected_version]
+        where = [_OWNED, ACTIVE, "version = %s"]
+        args: list[Any] = [*DIALECT.owned_args(task_id, owner, now_ms), expected_version]
         if holder is not None:
             where.append("lease_holder = %s")
             args.append(holder)
         if lease_free:
             where.append("(lease_holder IS NULL OR lease_expires_at <= %s)")
             args.append(now_ms)
-        update = f"UPDATE tasks SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING {COLUMNS}"  # noqa: S608
+        update = f"UPDATE tasks SET {assignments} WHERE {' AND '.join(where)} RETURNING {COLUMNS}"  # noqa: S608
         params: list[Any] = [*values, *args]
         # Notifications are part of the transition's own statement: sent at commit, or never.
         notices: list[str] = []
@@ -415,7 +366,7 @@ class PostgresTaskStore:
         if task_ids is not None:
             task_ids = [task_id for task_id in task_ids if storable(task_id)]
         sql = (
-            f"UPDATE tasks SET lease_expires_at = %s WHERE lease_holder = %s AND {_ACTIVE}"  # noqa: S608
+            f"UPDATE tasks SET lease_expires_at = %s WHERE lease_holder = %s AND {ACTIVE}"  # noqa: S608
             " AND expires_at > %s"
         )
         args: list[Any] = [lease_until_ms, holder, now_ms]
@@ -441,7 +392,7 @@ class PostgresTaskStore:
             counted, args = "(task_id = ANY(%s))::int", [list(handed_over), holder]
         sql = (
             f"UPDATE tasks SET lease_expires_at = 0, handovers = handovers + {counted}"  # noqa: S608
-            f" WHERE lease_holder = %s AND {_ACTIVE}"
+            f" WHERE lease_holder = %s AND {ACTIVE}"
         )
         await self._run(sql, args)
 
@@ -450,7 +401,7 @@ class PostgresTaskStore:
             return
         await self._run(
             "UPDATE tasks SET lease_holder = NULL, lease_expires_at = NULL"  # noqa: S608
-            f" WHERE task_id = %s AND lease_holder = %s AND {_ACTIVE}",
+            f" WHERE task_id = %s AND lease_holder = %s AND {ACTIVE}",
             (task_id, holder),
         )
 
@@ -468,7 +419,7 @@ class PostgresTaskStore:
         # MATERIALIZED: the locking subquery runs once, so no more than `limit` rows are taken.
         sql = (
             "WITH c AS MATERIALIZED ("  # noqa: S608
-            f"  SELECT task_id FROM tasks WHERE {_ACTIVE} AND expires_at > %s"
+            f"  SELECT task_id FROM tasks WHERE {ACTIVE} AND expires_at > %s"
             "   AND (lease_holder IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= %s)"
             "   AND NOT (task_id = ANY(%s))"
             "   ORDER BY created_at LIMIT %s"

@@ -13,6 +13,11 @@ runner's bookkeeping, not a caller's access, and they never touch a task's visib
 Every operation either happens completely or not at all. When the storage itself fails (disk
 full, locked past its timeout, read-only, I/O error, closed) it raises `StorageUnavailable`, so
 callers can tell a transient condition from a bug and nobody has to know the database's errors.
+
+This package holds what both backends share: the protocol, its records and refusals, what a task
+row is (`COLUMNS`, `record_of`) and how one is written (`task_row`, `change_assignments`, each
+told the few differences by the backend's `Dialect`). `sqlite.py` and `postgres.py` hold the rest:
+each backend's own SQL, as plain text.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from aml_mcp.principal import Owner
-from aml_mcp.store.postgres import storable
+from aml_mcp.store.text import storable, unicode_text
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
 
 
@@ -54,17 +59,6 @@ class UnstorableTask(ValueError):
     unpaired surrogate (neither driver can encode one). Owners are kept as bytes on PostgreSQL
     and JSON documents escape NUL, so those may hold U+0000. A lookup by such a value is no
     refusal: it simply finds nothing."""
-
-
-def unicode_text(value: str) -> bool:
-    """Whether `value` is valid Unicode (no unpaired surrogate), which both drivers can encode."""
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _owner_text(owner: Owner) -> bool:
@@ -318,6 +312,108 @@ def record_of(row: Sequence[Any], *, owner: Owner, status_message: str | None) -
         attempts=attempts,
         handovers=handovers,
     )
+
+
+# -- writing a row ---------------------------------------------------------------------------------
+# Both stores write the same columns from the same record and change them by the same rules; what
+# differs is a few spellings and column types, which each store's `Dialect` names, so every value is
+# encoded in one place and a column added to a task is added once.
+
+ACTIVE = "status IN ('working', 'input_required')"
+"""The condition of an unfinished task: the only rows a state change or a lease operation touches."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What sets one backend's task SQL apart where both stores otherwise say the same."""
+
+    placeholder: str
+    """How a statement marks a parameter (`?`, `%s`)."""
+    greatest: str
+    """The function for the larger of two values (`MAX`, `GREATEST`)."""
+    owner: Callable[[str], Any]
+    """An owner field as its column keeps it (text; or UTF-8 bytes where `TEXT` cannot hold the
+    U+0000 a token's claims may carry)."""
+    message: Callable[[str | None], str | None]
+    """A status message as its column keeps it (as written; or JSON-encoded, for the same reason)."""
+    flag: Callable[[bool], Any]
+    """A boolean column's value (0 or 1 where there is no boolean type)."""
+
+    def owned(self) -> str:
+        """The condition naming one live task by its id and full owner; its values: `owned_args`."""
+        p = self.placeholder
+        return (
+            f"task_id = {p} AND owner_issuer = {p} AND owner_subject = {p} AND owner_tenant = {p}"
+            f" AND owner_client_id = {p} AND expires_at > {p}"
+        )
+
+    def owned_args(self, task_id: str, owner: Owner, now_ms: int) -> tuple[Any, ...]:
+        encode = self.owner
+        fields = (owner.issuer, owner.subject, owner.tenant, owner.client_id)
+        return (task_id, *(encode(value) for value in fields), now_ms)
+
+
+def task_row(task: TaskRecord, dialect: Dialect) -> tuple[Any, ...]:
+    """A new task's values in `COLUMNS` order, as `dialect`'s columns keep them; `UnstorableTask`
+    (before anything is sent) when a store could not keep it as written."""
+    refuse_unstorable(task)
+    owner = task.owner
+    return (
+        task.task_id,
+        dialect.owner(owner.issuer),
+        dialect.owner(owner.subject),
+        dialect.owner(owner.tenant),
+        dialect.owner(owner.client_id),
+        task.tool,
+        task.scope,
+        json_text(task.arguments),
+        json_text(task.client_capabilities),
+        task.status.value,
+        dialect.message(task.status_message),
+        json_text(task.input_requests),
+        json_text(task.input_responses),
+        json_text(task.result),
+        json_text(task.error),
+        dialect.flag(task.cancel_requested),
+        task.created_at,
+        task.updated_at,
+        task.ttl_ms,
+        task.expires_at,
+        task.version,
+        task.lease_holder,
+        task.lease_expires_at,
+        task.attempts,
+        task.handovers,
+    )
+
+
+def change_assignments(change: Change, now_ms: int, dialect: Dialect) -> tuple[str, list[Any]]:
+    """A transition's `SET` list and its values, in order: the version always moves on, each field
+    the change gives is written, `touch` moves `updated_at` (never back), and a terminal status
+    gives the lease up. `UnstorableTask` (before anything is sent) for a change no store keeps."""
+    refuse_unstorable_change(change)
+    p = dialect.placeholder
+    sets = ["version = version + 1"]
+    values: list[Any] = []
+    cancel_requested = change.cancel_requested
+    for column, value in (
+        ("status", change.status.value if change.status is not None else None),
+        ("status_message", dialect.message(change.status_message)),
+        ("input_requests", json_text(change.input_requests)),
+        ("input_responses", json_text(change.input_responses)),
+        ("result", json_text(change.result)),
+        ("error", json_text(change.error)),
+        ("cancel_requested", dialect.flag(cancel_requested) if cancel_requested is not None else None),
+    ):
+        if value is not None:
+            sets.append(f"{column} = {p}")
+            values.append(value)
+    if change.touch:
+        sets.append(f"updated_at = {dialect.greatest}(updated_at, {p})")
+        values.append(now_ms)
+    if change.status is not None and change.status.terminal:
+        sets.append("lease_holder = NULL, lease_expires_at = NULL")
+    return ", ".join(sets), values
 
 
 # -- store latency ---------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ second wall behind the conditional updates: a terminal row, a task's identity, o
 can never be changed by any statement.
 
 SQLite's own failures (disk full, a lock held past the busy timeout, a read-only or damaged file,
-an I/O error, a closed database) leave as `StorageUnavailable`, logged once per episode rather
+an I/O error, a closed database) leave as `StorageUnavailable`, logged once per outage rather
 than once per request; constraint violations are bugs and stay what they are.
 """
 
@@ -16,27 +16,30 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from aml_mcp.principal import Owner
-from aml_mcp.store.postgres import storable
-from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.store.migrations import Migration
+from aml_mcp.store.outage import OutageLog
+from aml_mcp.store.sqlite import SqliteDatabase, storage_fault
+from aml_mcp.store.text import storable
 from aml_mcp.tasks.model import TaskRecord
-from aml_mcp.tasks.store import (
+from aml_mcp.tasks.storage import (
+    ACTIVE,
     COLUMNS,
     Change,
+    Dialect,
     LeaseReport,
     QuotaExceeded,
     StorageUnavailable,
     TaskQuota,
     UnstorableTask,
+    change_assignments,
     creates_refused,
     findable,
-    json_text,
     record_of,
-    refuse_unstorable,
-    refuse_unstorable_change,
+    task_row,
 )
 
 logger = logging.getLogger(__name__)
@@ -114,11 +117,12 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
-_OWNED = (
-    "task_id = ? AND owner_issuer = ? AND owner_subject = ? AND owner_tenant = ? AND owner_client_id = ?"
-    " AND expires_at > ?"
-)
-_ACTIVE = "status IN ('working', 'input_required')"
+MIGRATION = Migration(COMPONENT, MIGRATIONS)
+
+DIALECT = Dialect(placeholder="?", greatest="MAX", owner=str, message=lambda text: text, flag=int)
+"""Owners and status messages as written (SQLite `TEXT` holds U+0000), flags as 0 or 1."""
+
+_OWNED = DIALECT.owned()
 _RECENT_CREATES = (
     "SELECT COUNT(*), MIN(created_at) FROM (SELECT created_at FROM tasks"
     " WHERE owner_tenant = ? AND owner_issuer = ? AND owner_subject = ? AND created_at > ?"
@@ -128,95 +132,27 @@ _RECENT_CREATES = (
 oldest one's `created_at`). Expired rows count too: the sweeper keeps them until they leave it."""
 
 
-def _dump(value: Mapping[str, Any] | None) -> str | None:
-    return json_text(value)
-
-
-def _owned_args(task_id: str, owner: Owner, now_ms: int) -> tuple[Any, ...]:
-    return (task_id, owner.issuer, owner.subject, owner.tenant, owner.client_id, now_ms)
-
-
 def _record(row: tuple[Any, ...]) -> TaskRecord:
     return record_of(row, owner=Owner(row[1], row[2], row[3], row[4]), status_message=row[10])
 
 
-_CAUSES = {
-    "SQLITE_FULL": "disk full",
-    "SQLITE_BUSY": "database busy",
-    "SQLITE_LOCKED": "database busy",
-    "SQLITE_READONLY": "database read-only",
-    "SQLITE_IOERR": "I/O error",
-    "SQLITE_CANTOPEN": "database cannot be opened",
-    "SQLITE_CORRUPT": "database damaged",
-    "SQLITE_NOTADB": "database damaged",
-}
-
-
-def storage_fault(exc: BaseException) -> str | None:
-    """A short cause when `exc` is the storage failing (not the request, not a bug), else `None`.
-
-    Judged by SQLite's primary result code: a full disk, a lock, a read-only, unopenable or damaged
-    file, an I/O error. A generic `SQLITE_ERROR` (bad SQL, no such table) and constraint failures
-    are bugs and stay what they are — unless raised while handling a storage failure: a full disk
-    rolls the whole transaction back, and the batch's clean-up then fails with "no such
-    savepoint", which is the failure seen, not its cause.
-    """
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            return None
-        cause = _own_fault(seen)
-        if cause is not None:
-            return cause
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def _own_fault(exc: BaseException) -> str | None:
-    if isinstance(exc, sqlite3.ProgrammingError):
-        return "database closed" if "closed" in str(exc) else None
-    if isinstance(exc, sqlite3.Error):
-        name = getattr(exc, "sqlite_errorname", None) or ""
-        primary = "_".join(name.split("_")[:2])  # SQLITE_IOERR_WRITE -> SQLITE_IOERR
-        return _CAUSES.get(primary)
-    if isinstance(exc, RuntimeError) and "not open" in str(exc):
-        return "database closed"  # written to while the server shuts down
-    return None
-
-
-class _Episodes:
-    """Logs the start and the end of a storage outage once each, not once per failed request."""
-
-    def __init__(self) -> None:
-        self._down: str | None = None
-
-    def failed(self, cause: str, exc: BaseException) -> None:
-        if self._down is None:
-            logger.warning(
-                "task storage unavailable (%s: %s); callers get a retryable error until it recovers",
-                cause,
-                exc,
-            )
-        self._down = cause
-
-    def succeeded(self) -> None:
-        if self._down is not None:
-            logger.info("task storage available again (after: %s)", self._down)
-            self._down = None
-
-
 class SqliteTaskStore:
-    """Tasks in the `tasks` table of the shared database; apply `MIGRATIONS` as component `tasks`."""
+    """Tasks in the `tasks` table of the shared database; apply `MIGRATION` first."""
 
     def __init__(self, database: SqliteDatabase) -> None:
         self._db = database
-        self._episodes = _Episodes()
+        self._outage = OutageLog(
+            logger,
+            down="task storage unavailable ({cause}: {error});"
+            " callers get a retryable error until it recovers",
+            up="task storage available again (after: {cause})",
+        )
 
     def _fault(self, exc: Exception) -> StorageUnavailable | None:
         cause = storage_fault(exc)
         if cause is None:
             return None
-        self._episodes.failed(cause, exc)
+        self._outage.failed(cause, exc)
         return StorageUnavailable(cause)
 
     async def _write(self, operation: Callable[[sqlite3.Connection], T]) -> T:
@@ -233,7 +169,7 @@ class SqliteTaskStore:
                 raise
             raise fault from exc
         if wrote:  # a write that changed nothing commits without touching the disk: no proof of health
-            self._episodes.succeeded()
+            self._outage.recovered()
         return result
 
     def _read_now(self, operation: Callable[[sqlite3.Connection], T]) -> T:
@@ -246,39 +182,12 @@ class SqliteTaskStore:
             raise fault from exc
 
     async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
-        refuse_unstorable(task)
-        row = (
-            task.task_id,
-            task.owner.issuer,
-            task.owner.subject,
-            task.owner.tenant,
-            task.owner.client_id,
-            task.tool,
-            task.scope,
-            _dump(task.arguments),
-            _dump(task.client_capabilities),
-            task.status.value,
-            task.status_message,
-            _dump(task.input_requests),
-            _dump(task.input_responses),
-            _dump(task.result),
-            _dump(task.error),
-            int(task.cancel_requested),
-            task.created_at,
-            task.updated_at,
-            task.ttl_ms,
-            task.expires_at,
-            task.version,
-            task.lease_holder,
-            task.lease_expires_at,
-            task.attempts,
-            task.handovers,
-        )
+        row = task_row(task, DIALECT)
         sql = f"INSERT INTO tasks ({COLUMNS}) VALUES ({', '.join('?' * len(row))})"  # noqa: S608
         owner = task.owner
         count = (
             "SELECT COUNT(*), COALESCE(SUM(owner_subject = ?), 0) FROM tasks"  # noqa: S608
-            f" WHERE owner_tenant = ? AND owner_issuer = ? AND {_ACTIVE} AND expires_at > ?"
+            f" WHERE owner_tenant = ? AND owner_issuer = ? AND {ACTIVE} AND expires_at > ?"
         )
 
         def insert(conn: sqlite3.Connection) -> None:
@@ -317,7 +226,7 @@ class SqliteTaskStore:
         if not findable(task_id, owner):
             return None
         sql = f"SELECT {COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
-        args = _owned_args(task_id, owner, now_ms)
+        args = DIALECT.owned_args(task_id, owner, now_ms)
         row = self._read_now(lambda conn: conn.execute(sql, args).fetchone())
         return _record(row) if row is not None else None
 
@@ -325,7 +234,7 @@ class SqliteTaskStore:
         if not findable(task_id, owner):
             return None
         sql = f"SELECT required_scope FROM tasks WHERE {_OWNED}"  # noqa: S608
-        args = _owned_args(task_id, owner, now_ms)
+        args = DIALECT.owned_args(task_id, owner, now_ms)
         row = self._read_now(lambda conn: conn.execute(sql, args).fetchone())
         return row[0] if row is not None else None
 
@@ -340,40 +249,18 @@ class SqliteTaskStore:
         holder: str | None = None,
         lease_free: bool = False,
     ) -> TaskRecord | None:
-        refuse_unstorable_change(change)
-        sets: list[str] = ["version = version + 1"]
-        values: list[Any] = []
-        for column, value in (
-            ("status", change.status.value if change.status is not None else None),
-            ("status_message", change.status_message),
-            ("input_requests", _dump(change.input_requests)),
-            ("input_responses", _dump(change.input_responses)),
-            ("result", _dump(change.result)),
-            ("error", _dump(change.error)),
-            (
-                "cancel_requested",
-                int(change.cancel_requested) if change.cancel_requested is not None else None,
-            ),
-        ):
-            if value is not None:
-                sets.append(f"{column} = ?")
-                values.append(value)
-        if change.touch:
-            sets.append("updated_at = MAX(updated_at, ?)")
-            values.append(now_ms)
-        if change.status is not None and change.status.terminal:
-            sets.append("lease_holder = NULL, lease_expires_at = NULL")
+        assignments, values = change_assignments(change, now_ms, DIALECT)
         if not findable(task_id, owner) or not storable(holder or ""):
             return None  # the change is storable (its JSON was written above), but no such task is
-        where = [_OWNED, _ACTIVE, "version = ?"]
-        args: list[Any] = [*_owned_args(task_id, owner, now_ms), expected_version]
+        where = [_OWNED, ACTIVE, "version = ?"]
+        args: list[Any] = [*DIALECT.owned_args(task_id, owner, now_ms), expected_version]
         if holder is not None:
             where.append("lease_holder = ?")
             args.append(holder)
         if lease_free:
             where.append("(lease_holder IS NULL OR lease_expires_at <= ?)")
             args.append(now_ms)
-        sql = f"UPDATE tasks SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING {COLUMNS}"  # noqa: S608
+        sql = f"UPDATE tasks SET {assignments} WHERE {' AND '.join(where)} RETURNING {COLUMNS}"  # noqa: S608
         params = (*values, *args)
 
         def apply(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
@@ -391,7 +278,7 @@ class SqliteTaskStore:
         if task_ids is not None:
             task_ids = [task_id for task_id in task_ids if storable(task_id)]
         sql = (
-            f"UPDATE tasks SET lease_expires_at = ? WHERE lease_holder = ? AND {_ACTIVE}"  # noqa: S608
+            f"UPDATE tasks SET lease_expires_at = ? WHERE lease_holder = ? AND {ACTIVE}"  # noqa: S608
             " AND expires_at > ?"
         )
         args: tuple[Any, ...] = (lease_until_ms, holder, now_ms)
@@ -417,7 +304,7 @@ class SqliteTaskStore:
         counted = "1" if handed_over is None else "(task_id IN (SELECT value FROM json_each(?)))"
         sql = (
             f"UPDATE tasks SET lease_expires_at = 0, handovers = handovers + {counted}"  # noqa: S608
-            f" WHERE lease_holder = ? AND {_ACTIVE}"
+            f" WHERE lease_holder = ? AND {ACTIVE}"
         )
         args = (holder,) if handed_over is None else (json.dumps(list(handed_over)), holder)
         await self._write(lambda conn: conn.execute(sql, args))
@@ -428,7 +315,7 @@ class SqliteTaskStore:
         await self._write(
             lambda conn: conn.execute(
                 "UPDATE tasks SET lease_holder = NULL, lease_expires_at = NULL"  # noqa: S608
-                f" WHERE task_id = ? AND lease_holder = ? AND {_ACTIVE}",
+                f" WHERE task_id = ? AND lease_holder = ? AND {ACTIVE}",
                 (task_id, holder),
             )
         )
@@ -447,7 +334,7 @@ class SqliteTaskStore:
         sql = (
             "UPDATE tasks SET lease_holder = ?, lease_expires_at = ?, attempts = attempts + 1"  # noqa: S608
             " WHERE task_id IN ("
-            f"  SELECT task_id FROM tasks WHERE {_ACTIVE} AND expires_at > ?"
+            f"  SELECT task_id FROM tasks WHERE {ACTIVE} AND expires_at > ?"
             "   AND (lease_holder IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?)"
             "   AND task_id NOT IN (SELECT value FROM json_each(?))"
             "   ORDER BY created_at LIMIT ?)"
