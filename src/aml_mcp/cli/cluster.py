@@ -12,6 +12,9 @@ work directory: logs' neighbours, the local audit file, the server record): ever
 agree on (tasks, events, notes, baselines, revocations, the audit table, the development issuer's
 clients and keys, the request-state key) is in PostgreSQL, so any of them can be killed and
 replaced by a process that never saw the others' disks.
+
+httpx and psycopg (the `server` extra) are imported where they are used, not with the module:
+building the command line imports every command module.
 """
 
 from __future__ import annotations
@@ -33,10 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 from typing import Any
-
-import httpx
-import psycopg
-from psycopg import sql
 
 from aml_mcp.cli.startup import EXIT_SETTINGS
 
@@ -92,6 +91,8 @@ def _spawn(args: Sequence[str], env: dict[str, str], log: Path) -> subprocess.Po
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
+    import httpx
+
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -131,6 +132,10 @@ def running_cluster(
     env: dict[str, str] | None = None,
 ) -> Iterator[Cluster]:
     """HAProxy, `replicas` API replicas and `workers` workers, started and (on exit) stopped."""
+    import httpx  # noqa: F401 - before any process starts: the readiness checks need it
+    import psycopg
+    from psycopg import sql
+
     if replicas < 1 or workers < 0:
         raise ValueError("a cluster needs at least one replica (and no negative number of workers)")
     program = shutil.which(haproxy)

@@ -6,6 +6,9 @@ carrying what a real deployment would configure: pre-registered client credentia
 calls to make. It does what an ordinary host does with `aml_mcp.client` — authorize when challenged,
 list the tools, call them, answer input requests, read a resource and get a prompt when offered —
 so the suite judges the library, not a scenario-specific script.
+
+The client and the MCP SDK are imported in the functions that use them: building the command line
+(`aml-mcp --help`) imports every command module, and must not pay for them.
 """
 
 from __future__ import annotations
@@ -16,17 +19,12 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
-import mcp_types as types
-from mcp.shared.auth import OAuthClientInformationFull
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import AnyUrl
+if TYPE_CHECKING:
+    import mcp_types as types
 
-from aml_mcp.client import BearerAuth, McpClient, TaskHandle
-from aml_mcp.client.oauth import FollowRedirects, MemoryTokenStorage, oauth_provider
+    from aml_mcp.client import McpClient
 
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 """This client's metadata document URL, used as its client id where the server supports that."""
@@ -85,6 +83,12 @@ def example_arguments(tool: types.Tool) -> dict[str, Any]:
 
 
 def _auth(url: str, scenario: str, context: Mapping[str, Any]) -> Any:
+    from mcp.shared.auth import OAuthClientInformationFull
+    from pydantic import AnyUrl
+
+    from aml_mcp.client import BearerAuth
+    from aml_mcp.client.oauth import FollowRedirects, MemoryTokenStorage, oauth_provider
+
     if "access_token" in context:
         return BearerAuth(str(context["access_token"]))
     if not scenario.startswith("auth/"):
@@ -111,6 +115,10 @@ def _auth(url: str, scenario: str, context: Mapping[str, Any]) -> Any:
 
 
 async def _call(client: McpClient, name: str, arguments: dict[str, Any]) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    from aml_mcp.client import TaskHandle
+
     try:
         outcome = await client.call_tool(name, arguments)
         if isinstance(outcome, TaskHandle):
@@ -121,6 +129,11 @@ async def _call(client: McpClient, name: str, arguments: dict[str, Any]) -> None
 
 
 async def run_scenario(url: str, scenario: str, context: Mapping[str, Any]) -> None:
+    import anyio
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    from aml_mcp.client import McpClient
+
     version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "")
     mode = version if version in MODERN_PROTOCOL_VERSIONS else "auto"
     async with McpClient(
@@ -148,6 +161,8 @@ async def run_scenario(url: str, scenario: str, context: Mapping[str, Any]) -> N
 
 
 def _conformance_client(args: argparse.Namespace) -> int:
+    import anyio
+
     logging.getLogger().setLevel(logging.INFO)
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     try:
