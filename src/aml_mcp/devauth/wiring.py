@@ -41,8 +41,8 @@ from aml_mcp.devauth.storage.sqlite import SqliteDevAuthStore
 from aml_mcp.devauth.users import UserDirectory
 from aml_mcp.scope_rules import ScopeRule
 from aml_mcp.secrets_store import PostgresSecrets, load_or_create_secret
+from aml_mcp.store.migrations import Migration
 from aml_mcp.store.postgres import PostgresDatabase
-from aml_mcp.store.sqlite import Migration
 
 CLI_CLIENT_ID = "aml-mcp-cli"
 """Pre-registered public client (authorization code + PKCE) for command-line tools on the user's

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from aml_mcp.devauth.login_limits import LoginLimits
 from aml_mcp.devauth.redirects import loopback_redirect, redirect_matches
-from aml_mcp.store.postgres import storable
+from aml_mcp.store.text import storable
 
 CODE_TTL_SECONDS = 300
 REGISTRATION_WINDOW_SECONDS = 60.0

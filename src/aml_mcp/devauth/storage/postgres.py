@@ -70,8 +70,9 @@ from aml_mcp.devauth.storage import (
 )
 from aml_mcp.store.locks import AdvisoryLock, LockClass
 from aml_mcp.store.migrations import Migration
-from aml_mcp.store.postgres import PostgresDatabase, storable
+from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.store.postgres_sync import DEFAULT_MAX_SIZE, SyncPostgres
+from aml_mcp.store.text import storable
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from aml_mcp.devauth.storage import (
     digest,
     new_family,
 )
-from aml_mcp.store.postgres import storable
+from aml_mcp.store.text import storable
 
 __all__ = ["SqliteDevAuthStore"]
 
