@@ -26,9 +26,10 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
 from aml_mcp.aml.wiring import Aml, build_aml
-from aml_mcp.audit import postgres_table as postgres_audit
-from aml_mcp.audit.postgres_table import PostgresAuditReader, PostgresStoreSink
-from aml_mcp.audit.table import AuditReader, SqliteAuditReader
+from aml_mcp.audit.storage import AuditReader
+from aml_mcp.audit.storage import postgres as postgres_audit
+from aml_mcp.audit.storage.postgres import PostgresAuditReader, PostgresAuditTable
+from aml_mcp.audit.storage.sqlite import SqliteAuditReader
 from aml_mcp.audit.wiring import build_audit
 from aml_mcp.auth import postgres_revocations
 from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
@@ -131,7 +132,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         anonymous_max_distinct=settings.auth.audit_anonymous_max_distinct,
         flush_seconds=settings.auth.audit_flush_seconds,
         table=(
-            PostgresStoreSink(settings.database_url, schema=settings.database_schema)
+            PostgresAuditTable(settings.database_url, schema=settings.database_schema)
             if settings.database_url is not None
             else None
         ),

@@ -22,7 +22,7 @@ import pytest
 from aml_mcp.audit import AuditEvent, AuditLog, Decision
 from aml_mcp.audit.events import MAX_DETAIL_CHARS, UNRECORDABLE
 from aml_mcp.audit.sinks import JsonLinesSink
-from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, StoreSink
+from aml_mcp.audit.storage.sqlite import AUDIT_COMPONENT, AUDIT_MIGRATIONS, SqliteAuditTable
 from aml_mcp.auth.gate import _unverified_claims
 from aml_mcp.principal import Principal
 from aml_mcp.store.sqlite import SqliteDatabase
@@ -42,7 +42,7 @@ def database(tmp_path: Path) -> Iterator[SqliteDatabase]:
 
 
 def _log(database: SqliteDatabase, tmp_path: Path, **options: Any) -> AuditLog:
-    return AuditLog([StoreSink(database), JsonLinesSink(tmp_path / "audit.jsonl")], **options)
+    return AuditLog([SqliteAuditTable(database), JsonLinesSink(tmp_path / "audit.jsonl")], **options)
 
 
 def _victim(n: int) -> AuditEvent:

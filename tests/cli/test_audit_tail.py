@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aml_mcp.audit import AuditEvent, AuditLog, Decision
-from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, StoreSink
+from aml_mcp.audit.storage.sqlite import AUDIT_COMPONENT, AUDIT_MIGRATIONS, SqliteAuditTable
 from aml_mcp.cli import main as cli_main
 from aml_mcp.principal import Principal
 from aml_mcp.store.sqlite import SqliteDatabase
@@ -20,7 +20,7 @@ def test_audit_tail_prints_the_newest_events(tmp_path: Path, capsys: pytest.Capt
         database = SqliteDatabase(tmp_path / "aml-mcp.db")
         database.open()
         await database.migrate(AUDIT_COMPONENT, AUDIT_MIGRATIONS)
-        log = AuditLog([StoreSink(database)])
+        log = AuditLog([SqliteAuditTable(database)])
         principal = Principal("https://id.example", "alice", "bank-a", "cli", token_id="j")
         for n in range(5):
             log.record(AuditEvent.about(principal, decision=Decision.ALLOW, reason="ok", target=f"t{n}"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aml_mcp.audit import AuditEvent, AuditLog, Decision
-from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, StoreSink
+from aml_mcp.audit.storage.sqlite import AUDIT_COMPONENT, AUDIT_MIGRATIONS, SqliteAuditTable
 from aml_mcp.cli import main as cli_main
 from aml_mcp.store.sqlite import SqliteDatabase
 
@@ -30,7 +30,7 @@ def test_tail_escapes_line_separators_and_terminal_controls(
         database = SqliteDatabase(tmp_path / "aml-mcp.db")
         database.open()
         await database.migrate(AUDIT_COMPONENT, AUDIT_MIGRATIONS)
-        log = AuditLog([StoreSink(database)])  # distinct targets: each its own record
+        log = AuditLog([SqliteAuditTable(database)])  # distinct targets: each its own record
         for value in HOSTILE:
             log.record(
                 AuditEvent(

@@ -15,15 +15,15 @@ from typing import Any
 import anyio
 import pytest
 
-from aml_mcp.audit import AuditEvent, Decision, postgres_table
-from aml_mcp.audit.postgres_table import PostgresAuditReader, PostgresStoreSink
-from aml_mcp.audit.table import (
+from aml_mcp.audit import AuditEvent, Decision
+from aml_mcp.audit.storage import AuditReader, BankQuery
+from aml_mcp.audit.storage import postgres as postgres_audit
+from aml_mcp.audit.storage.postgres import PostgresAuditReader, PostgresAuditTable
+from aml_mcp.audit.storage.sqlite import (
     AUDIT_COMPONENT,
     AUDIT_MIGRATIONS,
-    AuditReader,
-    BankQuery,
     SqliteAuditReader,
-    StoreSink,
+    SqliteAuditTable,
 )
 from aml_mcp.store.sqlite import SqliteDatabase
 from tests.support.postgres import scratch_database
@@ -43,7 +43,7 @@ async def trail(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         db = SqliteDatabase(tmp_path / "audit.db")
         db.open()
         await db.migrate(AUDIT_COMPONENT, AUDIT_MIGRATIONS)
-        sink = StoreSink(db)
+        sink = SqliteAuditTable(db)
         try:
             yield Trail(sink.write_batch, SqliteAuditReader(db))
         finally:
@@ -51,8 +51,8 @@ async def trail(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             db.close()
         return
     async with scratch_database() as pg:
-        await pg.apply(postgres_table.MIGRATION)
-        pg_sink = PostgresStoreSink(pg.url, schema=pg.schema)
+        await pg.apply(postgres_audit.MIGRATION)
+        pg_sink = PostgresAuditTable(pg.url, schema=pg.schema)
         try:
             yield Trail(pg_sink.write_batch, PostgresAuditReader(pg))
         finally:

@@ -36,17 +36,16 @@ from aml_mcp.aml.notes import CaseNote, InvalidTenantError, Subject
 from aml_mcp.aml.notes_backend import ForeignIdentifiers, NotesBackend, TenantNoteAccess
 from aml_mcp.aml.postgres_notes import PostgresIdentifierDirectory, PostgresNoteStore
 from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
-from aml_mcp.audit import AuditEvent, Decision, postgres_table
+from aml_mcp.audit import AuditEvent, Decision
 from aml_mcp.audit.log import AuditSink
-from aml_mcp.audit.postgres_table import PostgresAuditReader, PostgresStoreSink
-from aml_mcp.audit.table import (
+from aml_mcp.audit.storage import AuditReader, BankQuery, prepare_row
+from aml_mcp.audit.storage import postgres as postgres_audit
+from aml_mcp.audit.storage.postgres import PostgresAuditReader, PostgresAuditTable
+from aml_mcp.audit.storage.sqlite import (
     AUDIT_COMPONENT,
     AUDIT_MIGRATIONS,
-    AuditReader,
-    BankQuery,
     SqliteAuditReader,
-    StoreSink,
-    prepare_row,
+    SqliteAuditTable,
 )
 from aml_mcp.auth import postgres_revocations
 from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
@@ -621,7 +620,7 @@ async def trail(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         db = SqliteDatabase(tmp_path / "audit.db")
         db.open()
         await db.migrate(AUDIT_COMPONENT, AUDIT_MIGRATIONS)
-        sink = StoreSink(db)
+        sink = SqliteAuditTable(db)
         try:
             await anyio.to_thread.run_sync(sink.write_batch, seed)
             yield Trail(sink, SqliteAuditReader(db))
@@ -630,8 +629,8 @@ async def trail(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             db.close()
         return
     async with scratch_database() as pg:
-        await pg.apply(postgres_table.MIGRATION)
-        pg_sink = PostgresStoreSink(pg.url, schema=pg.schema)
+        await pg.apply(postgres_audit.MIGRATION)
+        pg_sink = PostgresAuditTable(pg.url, schema=pg.schema)
         try:
             await anyio.to_thread.run_sync(pg_sink.write_batch, seed)
             yield Trail(pg_sink, PostgresAuditReader(pg))

@@ -335,6 +335,7 @@ async def test_the_quota_counts_each_bank_alone_whatever_its_names_hold(backend:
         assert caught.value.per == "tenant"
     assert await backend.count() == len(banks)
 
+
 async def test_concurrent_creates_never_overshoot_the_quota(backend: Backend) -> None:
     store = backend.store
     quota = TaskQuota(active_per_principal=1000, active_per_tenant=5)

@@ -22,9 +22,10 @@ from aml_mcp.audit.sinks import (
     JsonLinesSink,
     LoggerSink,
 )
-from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, StoreSink
+from aml_mcp.audit.storage.sqlite import MIGRATION, SqliteAuditTable
 from aml_mcp.scope_rules import ScopeRule
-from aml_mcp.store.sqlite import Migration, SqliteDatabase
+from aml_mcp.store.migrations import Migration
+from aml_mcp.store.sqlite import SqliteDatabase
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +33,7 @@ class AuditTrail:
     """The audit log as a `Component`: its table, and a flush-and-close when the app stops."""
 
     log: AuditLog
-    migrations: Sequence[Migration] = (Migration(AUDIT_COMPONENT, AUDIT_MIGRATIONS),)
+    migrations: Sequence[Migration] = (MIGRATION,)
     routes: Sequence[BaseRoute] = ()
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
 
@@ -61,7 +62,7 @@ def build_audit(
 
     `table` replaces the SQLite file's table (replicas write the shared database's).
     """
-    sinks: list[AuditSink] = [table if table is not None else StoreSink(database)]
+    sinks: list[AuditSink] = [table if table is not None else SqliteAuditTable(database)]
     if to_file:
         path = data_dir / AUDIT_FILE_NAME
         sinks.append(JsonLinesSink(path, max_bytes=file_max_bytes, backups=file_backups))

@@ -11,10 +11,10 @@ import argparse
 import asyncio
 from typing import Any
 
-from aml_mcp.audit import postgres_table as postgres_audit
 from aml_mcp.audit.events import dumps
-from aml_mcp.audit.postgres_table import PostgresAuditReader
-from aml_mcp.audit.table import AUDIT_COMPONENT, AUDIT_MIGRATIONS, recent_events
+from aml_mcp.audit.storage import postgres as postgres_audit
+from aml_mcp.audit.storage.postgres import PostgresAuditReader
+from aml_mcp.audit.storage.sqlite import AUDIT_COMPONENT, AUDIT_MIGRATIONS, recent_events
 from aml_mcp.cli.options import data_options, open_shared_database, settings_from
 from aml_mcp.config import Settings
 from aml_mcp.store.sqlite import SqliteDatabase

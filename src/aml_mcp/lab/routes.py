@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aml_mcp.audit.table import AuditReader, BankQuery
+from aml_mcp.audit.storage import AuditReader, BankQuery
 from aml_mcp.http.endpoint import Admission
 from aml_mcp.lab.settings import LabSettings
 from aml_mcp.lab.simulation import CaseRefused, Simulation, SimulationRate

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from aml_mcp.audit.table import AuditReader
+from aml_mcp.audit.storage import AuditReader
 from aml_mcp.http.wellformed import has_lone_surrogate
 from aml_mcp.lab.exchange import Exchange
 from aml_mcp.principal import SIMULATED_CLAIM, Owner, Principal

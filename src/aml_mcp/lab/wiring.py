@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aml_mcp.audit.table import AuditReader
+from aml_mcp.audit.storage import AuditReader
 from aml_mcp.component import Parts
 from aml_mcp.http.endpoint import Admission
 from aml_mcp.lab.routes import LabRoutes, lab_scope_rules

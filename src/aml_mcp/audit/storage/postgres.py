@@ -9,8 +9,11 @@ is there) are extracted by the sink into three more columns when the row is writ
 never parses JSON and one hostile row cannot fail it.
 
 The sink runs on the audit flusher thread, outside any event loop, so it holds one plain
-(synchronous) connection of its own, reconnected after a failure; the pool belongs to the app's
-loop and is used by the readers.
+(synchronous) connection of its own, opened on its first batch and again on the batch after a
+failure; the pool belongs to the app's loop and is used by the readers. (Not a `SyncPostgres`: a
+pool would add its own threads and connections for one writer, make the flusher wait for a free
+connection rather than fail at the connect timeout, and could not be opened again after an open
+that failed, where this sink simply tries the next batch.)
 """
 
 from __future__ import annotations
@@ -24,17 +27,20 @@ import psycopg
 from psycopg import sql
 
 from aml_mcp.audit.events import AuditEvent, fallback_record
-from aml_mcp.audit.table import (
+from aml_mcp.audit.storage import (
     COLUMNS,
     REQUEST_EVENTS,
     BankQuery,
+    Prepared,
     equality_filters,
+    event_of,
     matches_nothing,
     prepare_row,
     row_of,
 )
-from aml_mcp.store.postgres import PostgresDatabase, storable
-from aml_mcp.store.sqlite import Migration
+from aml_mcp.store.migrations import Migration
+from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.store.text import storable
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +78,7 @@ _INSERT = (
 )
 
 
-class PostgresStoreSink:
+class PostgresAuditTable:
     """Rows in the shared database, one transaction per batch, with the SQLite sink's fallbacks:
     the batch in one savepoint; if that fails, row by row, a row that still fails replaced by its
     placeholder; if even that fails, the table is unwritable and the batch is raised to be retried."""
@@ -114,7 +120,7 @@ class PostgresStoreSink:
             conn.close()
 
 
-def _insert(conn: psycopg.Connection[Any], prepared: Sequence[tuple[AuditEvent, Any, Any]]) -> int:
+def _insert(conn: psycopg.Connection[Any], prepared: Sequence[Prepared]) -> int:
     rows = [_with_lookups(row) for _, row, _ in prepared if row is not None]
     if len(rows) == len(prepared):
         try:
@@ -159,13 +165,6 @@ def _without_nul(value: Any) -> Any:
     return value.replace("\x00", "\\x00") if isinstance(value, str) else value
 
 
-def _event(row: Sequence[Any]) -> dict[str, Any]:
-    event = dict(zip(COLUMNS, row, strict=True))
-    if event["detail"]:
-        event["detail"] = json.loads(event["detail"])
-    return event
-
-
 class PostgresAuditReader:
     """The queries on the trail (`recent_events`, `bank_events`), on the shared database."""
 
@@ -177,10 +176,10 @@ class PostgresAuditReader:
             f"SELECT {', '.join(COLUMNS)} FROM audit_events ORDER BY seq DESC LIMIT %s",  # noqa: S608
             (limit,),
         )
-        return [_event(row) for row in reversed(rows)]
+        return [event_of(row) for row in reversed(rows)]
 
     async def bank_events(self, query: BankQuery) -> list[dict[str, Any]]:
-        """Same selection as `table.bank_events` (see there for whose events are whose)."""
+        """Same selection as `SqliteAuditReader.bank_events` (whose events are whose: `AuditReader`)."""
         if matches_nothing(query):
             return []
         params: list[Any] = [query.tenant]
@@ -198,7 +197,7 @@ class PostgresAuditReader:
         )
         params.append(query.limit)
         rows = await self.database.execute(select, params)
-        return [_event(row) for row in reversed(rows)]
+        return [event_of(row) for row in reversed(rows)]
 
     async def head(self) -> int:
         rows = await self.database.execute("SELECT COALESCE(MAX(seq), 0) FROM audit_events", ())
@@ -216,4 +215,4 @@ class PostgresAuditReader:
             ") ORDER BY seq LIMIT %s",
             (after, trace_id, token_id, token_id, token_id, REQUEST_EVENTS),
         )
-        return [_event(row) for row in rows]
+        return [event_of(row) for row in rows]

@@ -1,19 +1,30 @@
-"""The audit trail's table: its schema, the sink that fills it and the query `aml-mcp audit tail` runs."""
+"""The audit trail in the data directory's SQLite file: its schema, the sink that fills it and the
+queries the lab and `aml-mcp audit tail` run."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import sqlite3
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
-from aml_mcp.audit.events import AuditEvent, dumps, fallback_record
-from aml_mcp.store.postgres import storable
+from aml_mcp.audit.events import AuditEvent, fallback_record
+from aml_mcp.audit.storage import (
+    COLUMNS,
+    REQUEST_EVENTS,
+    BankQuery,
+    Prepared,
+    equality_filters,
+    event_of,
+    matches_nothing,
+    prepare_row,
+    row_of,
+)
+from aml_mcp.store.migrations import Migration
 from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.store.text import storable
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +52,10 @@ AUDIT_MIGRATIONS: list[str] = [
 ]
 """The `audit` component's schema (append-only list: add a step, never edit one)."""
 
+MIGRATION = Migration(AUDIT_COMPONENT, AUDIT_MIGRATIONS)
 
-class StoreSink:
+
+class SqliteAuditTable:
     """Rows in the shared database: one write per batch, in the database's next group commit.
 
     The batch is one `executemany` inside its own savepoint. If that fails, the savepoint is rolled
@@ -85,19 +98,8 @@ _INSERT = (
     " target, decision, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-_Row = tuple[Any, ...]
-_Prepared = tuple[AuditEvent, _Row | None, BaseException | None]
 
-
-def prepare_row(event: AuditEvent) -> _Prepared:
-    """The event's row, or the error that formatting it raised (its placeholder is made on demand)."""
-    try:
-        return event, row_of(event.as_record()), None
-    except Exception as error:
-        return event, None, error
-
-
-def _insert(prepared: Sequence[_Prepared], conn: sqlite3.Connection) -> int:
+def _insert(prepared: Sequence[Prepared], conn: sqlite3.Connection) -> int:
     """Runs on the writer thread, inside the batch's transaction. Returns the placeholders used."""
     rows = [row for _, row, _ in prepared if row is not None]
     if len(rows) == len(prepared):
@@ -135,49 +137,6 @@ def _still_in_transaction(conn: sqlite3.Connection) -> None:
         raise sqlite3.OperationalError("the audit batch's transaction was rolled back by SQLite")
 
 
-def _kept(value: Any) -> Any:
-    """A column value as both stores keep it: U+0000, which PostgreSQL `TEXT` cannot hold, as the
-    text `\\x00` (SQLite could keep it raw, but then the two trails would say different things,
-    and on PostgreSQL the event would shrink to a placeholder)."""
-    return value.replace("\x00", "\\x00") if isinstance(value, str) and "\x00" in value else value
-
-
-def row_of(record: Mapping[str, Any]) -> _Row:
-    return tuple(_kept(value) for value in _columns_of(record))
-
-
-def _columns_of(record: Mapping[str, Any]) -> _Row:
-    return (
-        record["time"],
-        record["issuer"],
-        record["subject"],
-        record["tenant"],
-        record["client_id"],
-        record["token_id"],
-        record["method"],
-        record["target"],
-        record["decision"],
-        record["reason"],
-        dumps(record["detail"]) if record["detail"] else None,
-    )
-
-
-COLUMNS = (
-    "seq",
-    "time",
-    "issuer",
-    "subject",
-    "tenant",
-    "client_id",
-    "token_id",
-    "method",
-    "target",
-    "decision",
-    "reason",
-    "detail",
-)
-
-
 def recent_events(database: SqliteDatabase, limit: int) -> list[dict[str, Any]]:
     """The newest `limit` events from the store, oldest first (what `aml-mcp audit tail` prints)."""
 
@@ -192,42 +151,11 @@ def recent_events(database: SqliteDatabase, limit: int) -> list[dict[str, Any]]:
             (limit,),
         ).fetchall()
 
-    rows = database.read_now(query)
-    events = []
-    for row in reversed(rows):
-        event = dict(zip(COLUMNS, row, strict=True))
-        if event["detail"]:
-            event["detail"] = json.loads(event["detail"])
-        events.append(event)
-    return events
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BankQuery:
-    """Which events of the trail the lab's audit view shows one caller (see `bank_events`)."""
-
-    tenant: str
-    after: int = 0
-    limit: int = 100
-    decision: str | None = None
-    subject: str | None = None
-    method: str | None = None
-    except_method: str | None = None
-
-
-def matches_nothing(query: BankQuery) -> bool:
-    """Whether the query asks for a tenant or an equality no stored event can have (U+0000 or an
-    unpaired surrogate: no store keeps either raw): both readers then answer no events, without
-    asking the database, which would fail on the value (PostgreSQL) or could not even send it."""
-    return not storable(query.tenant) or not all(storable(value) for _, value in equality_filters(query))
+    return [event_of(row) for row in reversed(database.read_now(query))]
 
 
 async def bank_events(database: SqliteDatabase, query: BankQuery) -> list[dict[str, Any]]:
-    """One bank's events with `seq > after`, oldest first, at most `limit` (the newest when more match).
-
-    An event is the bank's when its verified tenant is `tenant`; an event with no tenant (a refusal
-    before any credential was verified) is nobody's bank's, so no bank's view shows it.
-    """
+    """`AuditReader.bank_events` on the SQLite file."""
     if matches_nothing(query):
         return []
     params: list[Any] = [query.tenant]
@@ -248,45 +176,7 @@ async def bank_events(database: SqliteDatabase, query: BankQuery) -> list[dict[s
     def select(conn: sqlite3.Connection) -> Sequence[tuple[Any, ...]]:
         return conn.execute(sql, params).fetchall()
 
-    events = []
-    for row in reversed(await database.read(select)):
-        event = dict(zip(COLUMNS, row, strict=True))
-        if event["detail"]:
-            event["detail"] = json.loads(event["detail"])
-        events.append(event)
-    return events
-
-
-def equality_filters(query: BankQuery) -> list[tuple[str, str]]:
-    """The equality filters a query sets: (column, value)."""
-    wanted = (("decision", query.decision), ("subject", query.subject), ("method", query.method))
-    return [(column, value) for column, value in wanted if value is not None]
-
-
-REQUEST_EVENTS = 16
-"""Most records one request makes (the gate's, a handler's): a bound, never reached in practice."""
-
-
-class AuditReader(Protocol):
-    """The queries the lab runs on the trail, whichever database holds it."""
-
-    async def recent_events(self, limit: int) -> list[dict[str, Any]]: ...
-
-    async def bank_events(self, query: BankQuery) -> list[dict[str, Any]]: ...
-
-    async def head(self) -> int:
-        """The newest event's number (0 for an empty trail): where a later `request_events` starts."""
-        ...
-
-    async def request_events(
-        self, *, after: int, token_id: str | None, trace_id: str
-    ) -> list[dict[str, Any]]:
-        """The records of one request sent after `head` was `after`: those made with the token
-        `token_id` (verified, or refused with it in `detail.unverified`) or carrying `trace_id`.
-
-        Only for requests the server sent itself with a token and a trace id it chose at random (the
-        lab's simulation), so whoever asks learns nothing about anybody else's requests."""
-        ...
+    return [event_of(row) for row in reversed(await database.read(select))]
 
 
 class SqliteAuditReader:
@@ -324,11 +214,4 @@ class SqliteAuditReader:
         def select(conn: sqlite3.Connection) -> Sequence[tuple[Any, ...]]:
             return conn.execute(sql, params).fetchall()
 
-        return [_decoded(row) for row in await self.database.read(select)]
-
-
-def _decoded(row: Sequence[Any]) -> dict[str, Any]:
-    event = dict(zip(COLUMNS, row, strict=True))
-    if event["detail"]:
-        event["detail"] = json.loads(event["detail"])
-    return event
+        return [event_of(row) for row in await self.database.read(select)]
