@@ -409,7 +409,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
-    threadpool_limits(limits=1, user_api="blas")  # as `aml-mcp serve` runs (cli.serve.single_threaded_blas)
+    threadpool_limits(limits=1, user_api="blas")  # as `aml-mcp serve` runs (serve_run.single_threaded_blas)
     static, model = StaticEmbedder.load(), TransformerEmbedder.load()
     if args.latency_only:
         latencies(model, args)

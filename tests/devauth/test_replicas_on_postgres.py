@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from aml_mcp.cli import main as cli_main
-from aml_mcp.cli.serve import serve_banner
+from aml_mcp.cli.serve_run import serve_banner
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import SERVICE_CLIENT_ID
 from tests.support.dev_issuer import REDIRECT, pkce, probe_catalog

@@ -9,6 +9,9 @@ metrics listener (its claim lag and lease takeovers are counted here, where task
 
 A stop signal (SIGTERM, Ctrl-C) ends the lifetime normally, so the leases it holds are handed back
 at once instead of lapsing.
+
+The server is imported in the functions that run the worker, not with the module: building the
+command line imports every command module.
 """
 
 from __future__ import annotations
@@ -19,21 +22,23 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
-from starlette.applications import Starlette
-
-from aml_mcp.app import build_app
-from aml_mcp.catalog import Catalog
-from aml_mcp.cli.metrics_listener import MetricsServer, metrics_server, serve_metrics
-from aml_mcp.cli.serve import add_metrics_options, metrics_url, run_server
+from aml_mcp.cli.serve import add_metrics_options, metrics_url
 from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
-from aml_mcp.config import AuthSettings, Settings, load_settings
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from aml_mcp.catalog import Catalog
+    from aml_mcp.cli.metrics_listener import MetricsServer
+    from aml_mcp.config import Settings
 
 
 def worker_settings(args: argparse.Namespace) -> Settings:
     """The settings a worker runs on; the conformance catalog runs without authentication, as its server."""
+    from aml_mcp.config import AuthSettings, Settings, load_settings
+
     given: dict[str, Any] = {
         "database_url": args.database_url,
         "role": "all",
@@ -54,6 +59,10 @@ async def run_lifetime(
 ) -> int | None:
     """The app's lifetime with no listener but the metrics one (when given), until SIGTERM or
     SIGINT; returns the signal."""
+    import anyio
+
+    from aml_mcp.cli.metrics_listener import serve_metrics
+
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with app.router.lifespan_context(app), anyio.create_task_group() as group:
             if metrics is not None:
@@ -70,6 +79,12 @@ async def run_lifetime(
 
 
 def _worker(args: argparse.Namespace) -> int:
+    import anyio
+
+    from aml_mcp.app import build_app
+    from aml_mcp.cli.metrics_listener import metrics_server
+    from aml_mcp.cli.serve_run import run_server
+
     settings = worker_settings(args)
     if settings.database_url is None:
         print(
