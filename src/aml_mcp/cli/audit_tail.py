@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aml_mcp.audit.events import dumps
-from aml_mcp.audit.storage import postgres as postgres_audit
-from aml_mcp.audit.storage.postgres import PostgresAuditReader
-from aml_mcp.audit.storage.sqlite import AUDIT_COMPONENT, AUDIT_MIGRATIONS, recent_events
 from aml_mcp.cli.options import data_options, open_shared_database, settings_from
-from aml_mcp.config import Settings
-from aml_mcp.store.sqlite import SqliteDatabase
+
+if TYPE_CHECKING:
+    from aml_mcp.config import Settings
 
 
 async def _tail(settings: Settings, limit: int) -> list[dict[str, Any]]:
     """From the trail the server writes: the shared table on PostgreSQL (every replica's
     decisions), else the data directory's."""
+    from aml_mcp.audit.storage import postgres as postgres_audit
+    from aml_mcp.audit.storage.postgres import PostgresAuditReader
+    from aml_mcp.audit.storage.sqlite import AUDIT_COMPONENT, AUDIT_MIGRATIONS, recent_events
+    from aml_mcp.store.sqlite import SqliteDatabase
+
     async with open_shared_database(settings, [postgres_audit.MIGRATION]) as shared:
         if shared is not None:
             return await PostgresAuditReader(shared).recent_events(limit)
@@ -36,6 +38,8 @@ async def _tail(settings: Settings, limit: int) -> list[dict[str, Any]]:
 
 
 def _audit_tail(args: argparse.Namespace) -> int:
+    from aml_mcp.audit.events import dumps
+
     for event in asyncio.run(_tail(settings_from(args), args.n)):
         print(dumps(event))
     return 0

@@ -10,10 +10,15 @@ import argparse
 from typing import Any
 
 from aml_mcp.cli.options import data_options, settings_from, shared_database
-from aml_mcp.devauth.wiring import SERVICE_CLIENT_ID, service_client_secret, signing_keys
+
+SERVICE_CLIENT_ID = "aml-mcp-service"
+"""`aml_mcp.devauth.wiring.SERVICE_CLIENT_ID`, for the help text only (a test keeps them equal):
+the development issuer is imported when a command runs, not when its arguments are parsed."""
 
 
 def _rotate(args: argparse.Namespace) -> int:
+    from aml_mcp.devauth.wiring import signing_keys
+
     settings = settings_from(args)
     with signing_keys(settings.ensure_data_dir(), shared_database(settings)) as keys:
         print(f"new signing key {keys.rotate()}; JWKS now publishes {len(keys.jwks()['keys'])} keys")
@@ -21,6 +26,8 @@ def _rotate(args: argparse.Namespace) -> int:
 
 
 def _client_secret(args: argparse.Namespace) -> int:
+    from aml_mcp.devauth.wiring import service_client_secret
+
     settings = settings_from(args)
     print(service_client_secret(settings.ensure_data_dir(), shared_database(settings)))
     return 0

@@ -1,4 +1,9 @@
-"""Options several `aml-mcp` commands share, and the settings they add up to."""
+"""Options several `aml-mcp` commands share, and the settings they add up to.
+
+The options are argparse alone; the settings and the stores are imported by the functions that
+read them, which only a running command calls (building the command line must not import the
+server).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,12 @@ import argparse
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from aml_mcp.config import Settings, load_settings
-from aml_mcp.devauth.wiring import dev_issuer
-from aml_mcp.server_record import ServerRecord
-from aml_mcp.store.postgres import PostgresDatabase
-from aml_mcp.store.sqlite import Migration
+if TYPE_CHECKING:
+    from aml_mcp.config import Settings
+    from aml_mcp.store.migrations import Migration
+    from aml_mcp.store.postgres import PostgresDatabase
 
 
 def data_options() -> argparse.ArgumentParser:
@@ -42,6 +47,8 @@ def address_options() -> argparse.ArgumentParser:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     """Defaults < `--config` < environment < the flags given on this command line."""
+    from aml_mcp.config import load_settings
+
     return load_settings(
         getattr(args, "config", None),
         data_dir=getattr(args, "data_dir", None),
@@ -55,6 +62,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def shared_database(settings: Settings) -> PostgresDatabase | None:
     """The deployment's shared PostgreSQL database (`--database-url`, `database_url`), not yet
     opened, or None when the state is in the data directory."""
+    from aml_mcp.store.postgres import PostgresDatabase
+
     if settings.database_url is None:
         return None
     return PostgresDatabase(settings.database_url, schema=settings.database_schema)
@@ -83,6 +92,8 @@ async def open_shared_database(
 def served_url(settings: Settings, args: argparse.Namespace) -> str:
     """The resource URL of the server whose data directory this is: `--host`/`--port` when given,
     else what that server recorded when it last started, else what the settings say."""
+    from aml_mcp.server_record import ServerRecord
+
     given = (getattr(args, name, None) for name in ("host", "port", "public_url"))
     if all(value is None for value in given):
         record = ServerRecord.read(settings.data_dir)
@@ -96,6 +107,9 @@ def trusted_issuers(settings: Settings) -> list[str]:
     compares them: those it recorded when it last started, and those these settings name (the
     development issuer when on, the configured issuers, the introspection issuer).
     """
+    from aml_mcp.devauth.wiring import dev_issuer
+    from aml_mcp.server_record import ServerRecord
+
     auth = settings.auth
     record = ServerRecord.read(settings.data_dir)
     recorded = list(record.trusted_issuers) if record is not None else []
