@@ -31,9 +31,9 @@ from aml_mcp.audit.storage import postgres as postgres_audit
 from aml_mcp.audit.storage.postgres import PostgresAuditReader, PostgresAuditTable
 from aml_mcp.audit.storage.sqlite import SqliteAuditReader
 from aml_mcp.audit.wiring import build_audit
-from aml_mcp.auth import postgres_revocations
-from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
+from aml_mcp.auth.storage import postgres as postgres_revocations
+from aml_mcp.auth.storage.postgres import PostgresRevocationStore
 from aml_mcp.auth.wiring import LocalIssuer, build_auth
 from aml_mcp.catalog import Catalog
 from aml_mcp.component import Component, Parts

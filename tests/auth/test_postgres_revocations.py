@@ -19,8 +19,8 @@ import anyio
 import psycopg
 import pytest
 
-from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
 from aml_mcp.auth.revocation import RevocationList
+from aml_mcp.auth.storage.postgres import PostgresRevocationStore
 from aml_mcp.cli import main as cli_main
 from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.store.postgres import PostgresDatabase

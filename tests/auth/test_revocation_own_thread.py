@@ -10,8 +10,8 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
-from aml_mcp.auth.revocation_store import SqliteRevocationStore
+from aml_mcp.auth.revocation import RevocationList
+from aml_mcp.auth.storage.sqlite import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, SqliteRevocationStore
 from aml_mcp.principal import Principal
 from aml_mcp.store.sqlite import SqliteDatabase
 

@@ -47,15 +47,10 @@ from aml_mcp.audit.storage.sqlite import (
     SqliteAuditReader,
     SqliteAuditTable,
 )
-from aml_mcp.auth import postgres_revocations
-from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
-from aml_mcp.auth.revocation_store import (
-    REVOCATION_COMPONENT,
-    REVOCATION_MIGRATIONS,
-    InvalidRevocation,
-    RevocationStore,
-    SqliteRevocationStore,
-)
+from aml_mcp.auth.storage import InvalidRevocation, RevocationStore
+from aml_mcp.auth.storage import postgres as postgres_revocations
+from aml_mcp.auth.storage.postgres import PostgresRevocationStore
+from aml_mcp.auth.storage.sqlite import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, SqliteRevocationStore
 from aml_mcp.devauth.login_limits import LoginLimits
 from aml_mcp.devauth.storage import (
     DevAuthStore,

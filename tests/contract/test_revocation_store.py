@@ -11,14 +11,10 @@ import anyio
 import psycopg
 import pytest
 
-from aml_mcp.auth import postgres_revocations
-from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
-from aml_mcp.auth.revocation_store import (
-    REVOCATION_COMPONENT,
-    REVOCATION_MIGRATIONS,
-    RevocationStore,
-    SqliteRevocationStore,
-)
+from aml_mcp.auth.storage import RevocationStore
+from aml_mcp.auth.storage import postgres as postgres_revocations
+from aml_mcp.auth.storage.postgres import PostgresRevocationStore
+from aml_mcp.auth.storage.sqlite import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, SqliteRevocationStore
 from aml_mcp.store.sqlite import SqliteDatabase
 from tests.support.postgres import scratch_database
 

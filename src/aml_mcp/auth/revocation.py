@@ -16,19 +16,13 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from aml_mcp.auth.revocation_store import (
-    REVOCATION_COMPONENT,
-    REVOCATION_MIGRATIONS,
-    Fingerprint,
-    Revocation,
-    RevocationStore,
-)
+from aml_mcp.auth.storage import Fingerprint, Revocation, RevocationStore
 from aml_mcp.listeners import Listeners
 from aml_mcp.principal import Principal
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ANY_ISSUER", "REVOCATION_COMPONENT", "REVOCATION_MIGRATIONS", "Revocation", "RevocationList"]
+__all__ = ["ANY_ISSUER", "Revocation", "RevocationList"]
 
 ANY_ISSUER = ""
 

@@ -31,15 +31,17 @@ from aml_mcp.auth.introspection import IntrospectionVerifier
 from aml_mcp.auth.jwks import IssuerKeys, JwksFetcher, RemoteJwks
 from aml_mcp.auth.jwt_verifier import JwtVerifier, TrustedIssuer
 from aml_mcp.auth.metadata import ProtectedResourceMetadata
-from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
-from aml_mcp.auth.revocation_store import RevocationStore, SqliteRevocationStore
+from aml_mcp.auth.revocation import RevocationList
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.settings import ResourceServerSettings
+from aml_mcp.auth.storage import RevocationStore
+from aml_mcp.auth.storage.sqlite import MIGRATION, SqliteRevocationStore
 from aml_mcp.auth.verifier import TokenVerifier
 from aml_mcp.http.endpoint import Admission, OpenAdmission
 from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRule, ScopeRules
-from aml_mcp.store.sqlite import Migration, SqliteDatabase
+from aml_mcp.store.migrations import Migration
+from aml_mcp.store.sqlite import SqliteDatabase
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +83,7 @@ class Auth:
     """Every `iss` a token may carry here (JWT issuers, then the introspection issuer)."""
     issuer_keys: list[IssuerKeys] = field(default_factory=list)
     http: _HttpClient = field(default_factory=_HttpClient)
-    migrations: Sequence[Migration] = (Migration(REVOCATION_COMPONENT, REVOCATION_MIGRATIONS),)
+    migrations: Sequence[Migration] = (MIGRATION,)
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
 
     @property

@@ -14,10 +14,10 @@ import json
 import sys
 from typing import Any
 
-from aml_mcp.auth import postgres_revocations
-from aml_mcp.auth.postgres_revocations import PostgresRevocationStore
-from aml_mcp.auth.revocation import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, RevocationList
-from aml_mcp.auth.revocation_store import SqliteRevocationStore
+from aml_mcp.auth.revocation import RevocationList
+from aml_mcp.auth.storage import postgres as postgres_revocations
+from aml_mcp.auth.storage.postgres import PostgresRevocationStore
+from aml_mcp.auth.storage.sqlite import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, SqliteRevocationStore
 from aml_mcp.cli.options import (
     address_options,
     data_options,

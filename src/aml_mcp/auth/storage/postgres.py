@@ -1,6 +1,6 @@
 """Revocations on PostgreSQL, for replicas sharing one database.
 
-Same table and behaviour as the SQLite store. Adding or lifting sends `NOTIFY` on the
+Same table and behaviour as the SQLite store (`sqlite.py`). Adding or lifting sends `NOTIFY` on the
 deployment's revocation channel inside the same transaction, so the notification is delivered
 only once the change is committed (and visible): every process's event bus listener then
 re-reads the list at once. The periodic fingerprint poll stays the bound when a notification is
@@ -9,9 +9,9 @@ lost (listener reconnecting).
 
 from __future__ import annotations
 
-from aml_mcp.auth.revocation_store import Fingerprint, Revocation, findable, refuse_invalid
+from aml_mcp.auth.storage import Fingerprint, Revocation, findable, refuse_invalid
+from aml_mcp.store.migrations import Migration
 from aml_mcp.store.postgres import PostgresDatabase
-from aml_mcp.store.sqlite import Migration
 
 CHANNEL = "aml_revocations"
 """The base name of the revocation channel (`PostgresDatabase.channel` makes it per schema)."""
@@ -38,6 +38,8 @@ MIGRATION = Migration(
 
 
 class PostgresRevocationStore:
+    """Revocations in the `auth_revocations` table of the shared database; apply `MIGRATION` first."""
+
     def __init__(self, database: PostgresDatabase) -> None:
         self.database = database
         self.channel = database.channel(CHANNEL)
