@@ -26,9 +26,9 @@ from psycopg import sql
 from aml_mcp.aml.demo.corpus import TENANTS, DemoCorpus, generate
 from aml_mcp.aml.evaluation.metrics import ndcg_at_k
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.notes_backend import NotesBackend
-from aml_mcp.aml.postgres_notes import PostgresNoteStore
+from aml_mcp.aml.notes.storage import NotesBackend
+from aml_mcp.aml.notes.storage.postgres import PostgresNotes
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchMode, SearchRequest
 from aml_mcp.store.postgres import PostgresDatabase
@@ -70,11 +70,11 @@ def main() -> None:
     args = parser.parse_args()
     corpus = generate(args.notes, exact_per_kind=20)
     embedder = StaticEmbedder.load()
-    with tempfile.TemporaryDirectory() as directory, NoteStore.open(Path(directory)) as local:
+    with tempfile.TemporaryDirectory() as directory, SqliteNotes.open(Path(directory)) as local:
         measure(local, "sqlite", corpus, embedder)
     schema = f"bench_{secrets.token_hex(6)}"
     try:
-        with PostgresNoteStore(PostgresDatabase(args.database_url, schema=schema)) as shared:
+        with PostgresNotes(PostgresDatabase(args.database_url, schema=schema)) as shared:
             measure(shared, "postgres", corpus, embedder)
     finally:
         with psycopg.connect(args.database_url, autocommit=True) as conn:

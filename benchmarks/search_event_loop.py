@@ -47,7 +47,7 @@ import mcp_types as types
 
 from aml_mcp.aml.demo.corpus import TENANTS
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
-from aml_mcp.aml.notes import normalise_identifier, normalise_name
+from aml_mcp.aml.notes.model import normalise_identifier, normalise_name
 from aml_mcp.aml.search.engine import SearchHit, SearchRequest
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.aml.tools.search_aml_notes import render_results

@@ -50,8 +50,8 @@ from threadpoolctl import threadpool_limits
 from aml_mcp.aml.demo import corpus as demo
 from aml_mcp.aml.evaluation.metrics import ndcg_at_k, recall_at_k, top1_hit
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import Embedder, StaticEmbedder
 from aml_mcp.aml.search.engine import Candidates, NoteSearch, SearchMode, SearchRequest
 from aml_mcp.aml.search.fusion import TUNED_WEIGHTS, FusionMethod, FusionWeights
@@ -117,14 +117,14 @@ def demo_set(size: int, seed: int) -> LabelledSet:
     )
 
 
-def store_for(labelled: LabelledSet, embedder: Embedder, rates: dict[str, float]) -> NoteStore:
+def store_for(labelled: LabelledSet, embedder: Embedder, rates: dict[str, float]) -> SqliteNotes:
     """The set's notes embedded by `embedder`, built once and cached; records notes/s when built."""
     fingerprint = hashlib.sha256(
         json.dumps({t: [n.note_id for n in ns] for t, ns in labelled.notes.items()}).encode()
     ).hexdigest()[:10]
     directory = RESULTS / f"store-{labelled.name}-{embedder.name.split(':')[0]}-{fingerprint}"
     done = directory / "complete"
-    store = NoteStore.open(directory)
+    store = SqliteNotes.open(directory)
     if done.exists():
         return store
     count, started = 0, time.perf_counter()
@@ -168,7 +168,7 @@ class Prepared:
     names: dict[int, str]
 
 
-def prepare(search: NoteSearch, store: NoteStore, queries: Sequence[Query]) -> list[Prepared]:
+def prepare(search: NoteSearch, store: SqliteNotes, queries: Sequence[Query]) -> list[Prepared]:
     out = []
     for q in queries:
         view = store.tenant(q.tenant)
@@ -297,11 +297,11 @@ def tune(prepared: list[Prepared]) -> FusionWeights:
     return best[1]
 
 
-def latency_store(size: int, seed: int, model: TransformerEmbedder) -> NoteStore:
+def latency_store(size: int, seed: int, model: TransformerEmbedder) -> SqliteNotes:
     """`size` demo notes for one bank, vectors synthetic in the transformer's space (see above)."""
     directory = RESULTS / f"latency-{size}-{seed}-{SPACE_NAME.replace(':', '_')}"
     done = directory / "complete"
-    store = NoteStore.open(directory)
+    store = SqliteNotes.open(directory)
     if done.exists():
         return store
     notes = [d.note for d in demo.generate_notes(demo.TENANTS[0], size, seed)]
@@ -318,7 +318,7 @@ def latency_store(size: int, seed: int, model: TransformerEmbedder) -> NoteStore
     return store
 
 
-def latency(search: NoteSearch, store: NoteStore, queries: Sequence[str], rounds: int) -> dict[str, float]:
+def latency(search: NoteSearch, store: SqliteNotes, queries: Sequence[str], rounds: int) -> dict[str, float]:
     """Per repetition over `queries`: wall and CPU p50/p95; reported as the median and the minimum
     over repetitions (the machine is shared, so the minimum is the figure least disturbed by
     others' work), with the load average seen during the run."""

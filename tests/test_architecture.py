@@ -38,12 +38,13 @@ CONVENTIONS = {
     "events.py",
     "errors.py",
     "routes.py",
+    "model.py",
 }
 """File names that repeat on purpose, each meaning the same kind of thing in every package: a
 feature's assembly, its settings group, its store protocol and that protocol's SQLite and PostgreSQL
 implementations (in a `storage/` package: `sqlite.py` or `files.py`, and `postgres.py`; the shared
 database helpers in `store/` too), its application service, its event types, its error types, its
-HTTP routes besides `/mcp`."""
+HTTP routes besides `/mcp`, its data model."""
 
 
 def _lint(src: Path) -> subprocess.CompletedProcess[str]:
@@ -71,7 +72,8 @@ def test_the_layer_contracts_hold() -> None:
         ("auth/gate.py", "aml_mcp.config"),  # the resource server reading the settings composition
         ("auth/wiring.py", "aml_mcp.devauth.wiring"),  # the resource server knowing the dev issuer
         ("aml/search/engine.py", "aml_mcp.protocol.server"),  # the domain knowing the protocol
-        ("aml/notes.py", "aml_mcp.aml.tools.catalog"),  # the note model reaching for the tool layer
+        ("aml/notes/model.py", "aml_mcp.aml.tools.catalog"),  # the note model reaching for the tool layer
+        ("aml/notes/storage/__init__.py", "aml_mcp.aml.notes.storage.sqlite"),  # a protocol on a backend
     ],
 )
 def test_a_new_back_import_breaks_the_contract(tmp_path: Path, module: str, back_import: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from aml_mcp.aml.demo.corpus import DemoCorpus, generate
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import NoteSearch
 
@@ -27,8 +27,8 @@ def searcher(embedder: StaticEmbedder) -> NoteSearch:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[NoteStore]:
-    with NoteStore.open(tmp_path / "data") as opened:
+def store(tmp_path: Path) -> Iterator[SqliteNotes]:
+    with SqliteNotes.open(tmp_path / "data") as opened:
         yield opened
 
 
@@ -40,9 +40,9 @@ def demo_corpus() -> DemoCorpus:
 @pytest.fixture(scope="session")
 def demo_store(
     tmp_path_factory: pytest.TempPathFactory, demo_corpus: DemoCorpus, embedder: StaticEmbedder
-) -> Iterator[NoteStore]:
+) -> Iterator[SqliteNotes]:
     """Three demo banks, loaded once for every read-only test of the session."""
-    with NoteStore.open(tmp_path_factory.mktemp("demo")) as opened:
+    with SqliteNotes.open(tmp_path_factory.mktemp("demo")) as opened:
         for tenant, notes in demo_corpus.notes.items():
             write_notes(opened, tenant, [n.note for n in notes], embedder)
         yield opened

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 from aml_mcp.aml.demo.corpus import DemoCorpus
-from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.notes import normalise_identifier, normalise_name
+from aml_mcp.aml.notes.model import normalise_identifier, normalise_name
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.engine import NoteSearch, SearchHit, SearchRequest
 from aml_mcp.aml.search.identifiers import identifier_candidates
 
@@ -25,7 +25,7 @@ def named_by_definition(hit: SearchHit, query: str) -> list[str]:
 
 
 def test_matched_subjects_follow_the_definition(
-    demo_store: NoteStore, demo_corpus: DemoCorpus, searcher: NoteSearch
+    demo_store: SqliteNotes, demo_corpus: DemoCorpus, searcher: NoteSearch
 ) -> None:
     rng = random.Random(5)
     tenant, notes = next(iter(demo_corpus.notes.items()))

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from aml_mcp.aml.notes import normalise_identifier, normalise_name
+from aml_mcp.aml.notes.model import normalise_identifier, normalise_name
 from aml_mcp.aml.search.identifiers import _MAX_CANDIDATES, _TOKEN, identifier_candidates
 
 

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from aml_mcp.aml.ingest import ingest_file, run_ingest
-from aml_mcp.aml.note_store import NoteFilter, NoteStore
+from aml_mcp.aml.notes.model import NoteFilter
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.choice import EmbedderKind
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchRequest
 from aml_mcp.aml.search.transformer import SPACE_NAME
+from tests.support.notes import note_by_id
 
 
 def _row(note_id: str, **extra: Any) -> dict[str, Any]:
@@ -38,19 +40,19 @@ def _write(path: Path, lines: list[str]) -> Path:
     return path
 
 
-def test_valid_file_is_ingested(tmp_path: Path, store: NoteStore, embedder: StaticEmbedder) -> None:
+def test_valid_file_is_ingested(tmp_path: Path, store: SqliteNotes, embedder: StaticEmbedder) -> None:
     path = _write(tmp_path / "ok.jsonl", [json.dumps(_row("n1")), "", json.dumps(_row("n2"))])
     report = ingest_file(path, "bank-a", store, embedder)
     assert report.ok
     assert (report.rows, report.inserted, report.replaced) == (2, 2, 0)
-    note = store.tenant("bank-a").by_note_id("n1")
+    note = note_by_id(store.tenant("bank-a"), "n1")
     assert note is not None
     assert note.typologies == ("structuring",)
     assert note.created_at.isoformat() == "2024-05-01T07:30:00+00:00"
 
 
 def test_bad_rows_change_nothing_and_every_bad_line_is_named(
-    tmp_path: Path, store: NoteStore, embedder: StaticEmbedder
+    tmp_path: Path, store: SqliteNotes, embedder: StaticEmbedder
 ) -> None:
     good = tmp_path / "good.jsonl"
     _write(good, [json.dumps(_row("keep", text="Original wording of the kept note."))])
@@ -84,16 +86,16 @@ def test_bad_rows_change_nothing_and_every_bad_line_is_named(
     assert "currency" in by_line[12]
     tenant = store.tenant("bank-a")
     assert tenant.count() == 1
-    kept = tenant.by_note_id("keep")
+    kept = note_by_id(tenant, "keep")
     assert kept is not None and kept.text == "Original wording of the kept note."
-    assert tenant.by_note_id("n9") is None
+    assert note_by_id(tenant, "n9") is None
     rendered = report.render()
     for line in sorted(by_line):
         assert f"line {line}:" in rendered
     assert "nothing was changed" in rendered
 
 
-def test_reingest_replaces_the_note(tmp_path: Path, store: NoteStore, embedder: StaticEmbedder) -> None:
+def test_reingest_replaces_the_note(tmp_path: Path, store: SqliteNotes, embedder: StaticEmbedder) -> None:
     search = NoteSearch(embedder)
     first = _write(tmp_path / "a.jsonl", [json.dumps(_row("n1", text="Zebra-striped invoices from Lagos."))])
     assert ingest_file(first, "bank-a", store, embedder).ok
@@ -113,7 +115,7 @@ def test_reingest_replaces_the_note(tmp_path: Path, store: NoteStore, embedder: 
     [(b"\xff\xfe\x00garbage", "not UTF-8"), (b"\n\n", "no notes")],
 )
 def test_unusable_files_are_refused(
-    tmp_path: Path, store: NoteStore, embedder: StaticEmbedder, content: bytes, expected: str
+    tmp_path: Path, store: SqliteNotes, embedder: StaticEmbedder, content: bytes, expected: str
 ) -> None:
     path = tmp_path / "x.jsonl"
     path.write_bytes(content)
@@ -122,7 +124,7 @@ def test_unusable_files_are_refused(
     assert store.tenant("bank-a").count() == 0
 
 
-def test_missing_file_and_bad_tenant(tmp_path: Path, store: NoteStore, embedder: StaticEmbedder) -> None:
+def test_missing_file_and_bad_tenant(tmp_path: Path, store: SqliteNotes, embedder: StaticEmbedder) -> None:
     missing = ingest_file(tmp_path / "nope.jsonl", "bank-a", store, embedder)
     assert missing.fatal is not None and "cannot read" in missing.fatal
     path = _write(tmp_path / "ok.jsonl", [json.dumps(_row("n1"))])
@@ -141,7 +143,7 @@ def test_run_ingest_prints_report_and_returns_exit_code(tmp_path: Path) -> None:
     out = io.StringIO()
     assert run_ingest(bad, "bank-a", data_dir, out=out) == 1
     assert "line 1:" in out.getvalue()
-    with NoteStore.open(data_dir) as store:
+    with SqliteNotes.open(data_dir) as store:
         assert store.tenant("bank-a").count() == 1
 
 
@@ -153,7 +155,7 @@ def test_reembed_command_moves_stale_vectors_to_the_shipped_table(
     data_dir = tmp_path / "data"
     ok = _write(tmp_path / "ok.jsonl", [json.dumps(_row("n1"))])
     assert run_ingest(ok, "bank-a", data_dir, embedder=EmbedderKind.STATIC) == 0
-    with NoteStore.open(data_dir) as store:
+    with SqliteNotes.open(data_dir) as store:
         notes = store.tenant("bank-a")
         current = notes.vector_space()
         rowids = [rowid for batch in notes.iter_texts() for rowid, _ in batch]
@@ -162,7 +164,7 @@ def test_reembed_command_moves_stale_vectors_to_the_shipped_table(
         )
     assert cli_main(["reembed", "--data-dir", str(data_dir)]) == 0
     assert "bank-a: 1 note(s) re-embedded" in capsys.readouterr().out
-    with NoteStore.open(data_dir) as store:
+    with SqliteNotes.open(data_dir) as store:
         assert store.tenant("bank-a").vector_space() == current
     assert cli_main(["reembed", "--data-dir", str(data_dir), "--tenant", "bank-a"]) == 0
     assert "bank-a: already current" in capsys.readouterr().out
@@ -182,7 +184,7 @@ def test_reembed_command_moves_a_static_bank_to_the_transformer(
     monkeypatch.setenv("AML_MCP_AML__EMBEDDER", "minilm")
     assert cli_main(["reembed", "--data-dir", str(data_dir)]) == 0
     assert "bank-a: 3 note(s) re-embedded" in capsys.readouterr().out
-    with NoteStore.open(data_dir) as store:
+    with SqliteNotes.open(data_dir) as store:
         notes = store.tenant("bank-a")
         assert notes.vector_space() == SPACE_NAME
         vectors = notes.vectors()

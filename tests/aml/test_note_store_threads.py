@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aml_mcp.aml.demo.corpus import TENANTS, generate_notes
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchRequest
 
@@ -21,7 +21,7 @@ def test_searches_from_many_short_lived_threads_leave_no_files_open(
     tmp_path: Path, embedder: StaticEmbedder, searcher: NoteSearch
 ) -> None:
     bank = TENANTS[0]
-    with NoteStore.open(tmp_path) as store:
+    with SqliteNotes.open(tmp_path) as store:
         write_notes(store, bank.name, [d.note for d in generate_notes(bank, 100)], embedder)
         notes = store.tenant(bank.name)
         request = SearchRequest(query="cash deposits", top_k=5)

@@ -11,7 +11,7 @@ import pytest
 
 from aml_mcp.aml.demo.corpus import TENANTS, generate_notes
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.choice import Embedders
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchMode, SearchRequest
@@ -25,7 +25,7 @@ BANK = TENANTS[0].name
 
 
 def test_a_static_bank_is_searched_in_its_own_space_until_moved(
-    store: NoteStore, embedder: StaticEmbedder
+    store: SqliteNotes, embedder: StaticEmbedder
 ) -> None:
     notes = [d.note for d in generate_notes(TENANTS[0], 40)]
     write_notes(store, BANK, notes, embedder)
@@ -47,7 +47,7 @@ def test_a_static_bank_is_searched_in_its_own_space_until_moved(
 @pytest.mark.slow
 def test_serve_moves_static_banks_to_the_transformer_with_progress(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    with NoteStore.open(data_dir) as store:
+    with SqliteNotes.open(data_dir) as store:
         write_notes(store, BANK, [d.note for d in generate_notes(TENANTS[0], 150)], StaticEmbedder.load())
     settings = open_settings(data_dir, aml={"embedder": "minilm"})
     with InProcessServer(build_app(settings)) as served, served.client(timeout=10) as http:
@@ -66,7 +66,7 @@ def test_serve_moves_static_banks_to_the_transformer_with_progress(tmp_path: Pat
         )
         eventually(banks_left, until=lambda left: left == 0, timeout=120, interval=0.5, what="re-embedded")
         assert http.get("/readyz").json() == {"status": "ready"}
-    with NoteStore.open(data_dir) as store:
+    with SqliteNotes.open(data_dir) as store:
         view = store.tenant(BANK)
         assert view.vector_space() == SPACE_NAME
         vectors = view.vectors()
@@ -75,10 +75,10 @@ def test_serve_moves_static_banks_to_the_transformer_with_progress(tmp_path: Pat
 
 def test_static_setting_leaves_static_banks_alone(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    with NoteStore.open(data_dir) as store:
+    with SqliteNotes.open(data_dir) as store:
         write_notes(store, BANK, [d.note for d in generate_notes(TENANTS[0], 5)], StaticEmbedder.load())
         space = store.tenant(BANK).vector_space()
     with InProcessServer(build_app(open_settings(data_dir))) as served, served.client(timeout=10) as http:
         assert http.get("/readyz").json() == {"status": "ready"}
-    with NoteStore.open(data_dir) as store:
+    with SqliteNotes.open(data_dir) as store:
         assert store.tenant(BANK).vector_space() == space

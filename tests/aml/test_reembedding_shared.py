@@ -15,7 +15,7 @@ import pytest
 
 from aml_mcp.aml.demo.corpus import TENANTS, generate_notes
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.postgres_notes import PostgresNoteStore
+from aml_mcp.aml.notes.storage.postgres import PostgresNotes
 from aml_mcp.aml.reembedding import BackgroundReembedding
 from aml_mcp.aml.search.choice import Embedders
 from aml_mcp.aml.search.embeddings import StaticEmbedder
@@ -47,7 +47,7 @@ class CountingEmbedder:
 async def test_three_replicas_move_a_bank_once(embedder: StaticEmbedder) -> None:
     static = embedder
     with scratch_schema() as (url, schema):
-        stores = [PostgresNoteStore(PostgresDatabase(url, schema=schema)).open() for _ in range(3)]
+        stores = [PostgresNotes(PostgresDatabase(url, schema=schema)).open() for _ in range(3)]
         try:
             write_notes(stores[0], BANK, [d.note for d in generate_notes(TENANTS[0], 60)], static)
             counting = CountingEmbedder()

@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pytest
 
 from aml_mcp.aml.ingest import ingest_file, reembed_tenant
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchMode, SearchRequest
 
@@ -43,7 +43,7 @@ def _file(tmp_path: Path, note_id: str, text: str) -> Path:
 
 
 def test_mismatched_space_is_refused_then_reembedded(
-    tmp_path: Path, store: NoteStore, embedder: StaticEmbedder
+    tmp_path: Path, store: SqliteNotes, embedder: StaticEmbedder
 ) -> None:
     rotated = _Rotated(embedder)
     assert ingest_file(_file(tmp_path, "n1", "Casino chips bought with cash."), "bank-a", store, embedder).ok
@@ -70,7 +70,9 @@ def test_mismatched_space_is_refused_then_reembedded(
     assert np.allclose(stored.matrix[0], expected, atol=1e-2)
 
 
-def test_replace_vectors_needs_every_note(store: NoteStore, embedder: StaticEmbedder, tmp_path: Path) -> None:
+def test_replace_vectors_needs_every_note(
+    store: SqliteNotes, embedder: StaticEmbedder, tmp_path: Path
+) -> None:
     for i in range(2):
         assert ingest_file(_file(tmp_path, f"n{i}", f"note {i}"), "bank-a", store, embedder).ok
     with pytest.raises(ValueError, match="every note"):
@@ -79,7 +81,7 @@ def test_replace_vectors_needs_every_note(store: NoteStore, embedder: StaticEmbe
 
 
 def test_replace_vectors_refuses_when_a_note_was_replaced_meanwhile(
-    store: NoteStore, embedder: StaticEmbedder, tmp_path: Path
+    store: SqliteNotes, embedder: StaticEmbedder, tmp_path: Path
 ) -> None:
     """A move computed before a note was re-ingested (new row id, same count) must not switch the
     space: that note would keep a vector of the old one."""

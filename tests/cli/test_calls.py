@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote
 from tests.aml.tools import slow_drafter
 from tests.aml.tools.aml_client import A, load_demo
 from tests.support.aml_live import (

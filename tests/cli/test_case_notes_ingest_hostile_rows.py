@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 
 GOOD = {"case_id": "C-1", "created_at": "2024-03-01T10:00:00Z", "text": "cash deposits under the limit"}
 
@@ -57,5 +57,5 @@ def test_hostile_rows_are_listed_by_line_and_nothing_is_written(tmp_path: Path) 
     assert "nested too deeply" in reported[0]
     assert "out of range once converted to UTC" in reported[1] and "out of range" in reported[2]
     assert "4300 digits" in reported[3]
-    with NoteStore.open(data_dir) as store:
+    with SqliteNotes.open(data_dir) as store:
         assert store.tenant("bank-a").count() == 0

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.postgres_notes import PostgresNoteStore
+from aml_mcp.aml.notes.storage.postgres import PostgresNotes
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.transformer import SPACE_NAME
 from aml_mcp.store.postgres import PostgresDatabase
 from tests.support.postgres import scratch_schema
@@ -53,15 +53,15 @@ def test_ingest_and_reembed_write_the_shared_notes(tmp_path: Path) -> None:
         done = run(ingest, schema)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "3" in done.stdout
-        with PostgresNoteStore(PostgresDatabase(url, schema=schema)) as store:
+        with PostgresNotes(PostgresDatabase(url, schema=schema)) as store:
             assert store.tenant("bank-a").count() == 3
             assert str(store.tenant("bank-a").vector_space()).startswith("static:")
-        with NoteStore.open(data_dir) as local:
+        with SqliteNotes.open(data_dir) as local:
             assert local.tenants() == []  # nothing went to the data directory
         moved = run(["reembed", "--database-url", url, "--data-dir", str(data_dir)], schema, "minilm")
         assert moved.returncode == 0, moved.stdout + moved.stderr
         assert "bank-a: 3 note(s) re-embedded" in moved.stdout
-        with PostgresNoteStore(PostgresDatabase(url, schema=schema)) as store:
+        with PostgresNotes(PostgresDatabase(url, schema=schema)) as store:
             assert store.tenant("bank-a").vector_space() == SPACE_NAME
             vectors = store.tenant("bank-a").vectors()
             assert vectors is not None and vectors.matrix.shape[0] == 3
@@ -75,5 +75,5 @@ def test_a_note_holding_nul_is_refused_with_its_file(tmp_path: Path) -> None:
         assert done.returncode == 1, done.stdout + done.stderr
         assert "'N-2'" in done.stdout and "U+0000" in done.stdout
         assert "Traceback" not in done.stderr
-        with PostgresNoteStore(PostgresDatabase(url, schema=schema)) as store:
+        with PostgresNotes(PostgresDatabase(url, schema=schema)) as store:
             assert store.tenant("bank-a").count() == 0

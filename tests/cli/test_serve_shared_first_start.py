@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aml_mcp.aml.demo.corpus import TENANTS
-from aml_mcp.aml.postgres_notes import PostgresNoteStore
+from aml_mcp.aml.notes.storage.postgres import PostgresNotes
 from aml_mcp.store.postgres import PostgresDatabase
 from tests.support.postgres import scratch_schema
 from tests.support.subprocess_server import ServerProcess
@@ -37,7 +37,7 @@ def test_three_replicas_starting_at_once_load_the_demo_once(tmp_path: Path) -> N
                 server.proc.stdin.close()
             for server in servers:
                 server.start(timeout=120)
-            with PostgresNoteStore(PostgresDatabase(url, schema=schema), max_connections=2) as store:
+            with PostgresNotes(PostgresDatabase(url, schema=schema), max_connections=2) as store:
                 assert {t: store.tenant(t).count() for t in store.tenants()} == {
                     t.name: NOTES for t in TENANTS
                 }

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote
 from tests.aml.tools.aml_client import load_demo
 from tests.support.aml_live import demo_cases_by_bank, live_aml_server
 from tests.support.oauth import SecuredServer, TestIssuer

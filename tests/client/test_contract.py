@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote
 from tests.aml.tools.aml_client import A
 from tests.client.contract import ClientPlan, check_contract
 from tests.support.aml_live import complete_case

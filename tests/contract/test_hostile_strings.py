@@ -31,10 +31,17 @@ from aml_mcp.aml.evaluation.baselines import (
     PostgresBaselineStore,
     UnstorableBaseline,
 )
-from aml_mcp.aml.note_store import NoteFilter, NoteStore, UnstorableNoteError, VectorSpaceMismatchError
-from aml_mcp.aml.notes import CaseNote, InvalidTenantError, Subject
-from aml_mcp.aml.notes_backend import ForeignIdentifiers, NotesBackend, TenantNoteAccess
-from aml_mcp.aml.postgres_notes import PostgresIdentifierDirectory, PostgresNoteStore
+from aml_mcp.aml.notes.model import (
+    CaseNote,
+    InvalidTenantError,
+    NoteFilter,
+    Subject,
+    UnstorableNoteError,
+    VectorSpaceMismatchError,
+)
+from aml_mcp.aml.notes.storage import ForeignIdentifiers, NotesBackend, TenantNoteAccess
+from aml_mcp.aml.notes.storage.postgres import PostgresIdentifierDirectory, PostgresNotes
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
 from aml_mcp.audit import AuditEvent, Decision
 from aml_mcp.audit.log import AuditSink
@@ -366,7 +373,7 @@ class Notes:
 @pytest.fixture(params=["sqlite", "postgres"])
 def notes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Notes]:
     if request.param == "sqlite":
-        store = NoteStore.open(tmp_path)
+        store = SqliteNotes.open(tmp_path)
         try:
             store.tenant("bank-a").replace_notes(SEED, _vectors(len(SEED)), space=SPACE)
             yield Notes(store, IdentifierDirectory(store.path))
@@ -374,7 +381,7 @@ def notes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Notes]:
             store.close()
         return
     with scratch_schema() as (url, schema):
-        pg = PostgresNoteStore(PostgresDatabase(url, schema=schema)).open()
+        pg = PostgresNotes(PostgresDatabase(url, schema=schema)).open()
         try:
             pg.tenant("bank-a").replace_notes(SEED, _vectors(len(SEED)), space=SPACE)
             yield Notes(pg, PostgresIdentifierDirectory(pg))
@@ -416,7 +423,6 @@ NOTES_TEXT_FREE = {"damage", "verify", "probe", "tenants", "first_load", "close"
 
 VIEW_CASES = [
     # lookups
-    Case("by_note_id", "note_id", lambda n, h: n.view.by_note_id(h), always(None)),
     Case("case_notes", "case_id", lambda n, h: n.view.case_notes(h), always([])),
     Case(
         "identifier_matches", "values", lambda n, h: n.view.identifier_matches([h], NoteFilter()), always({})
@@ -493,7 +499,6 @@ VIEW_TEXT_FREE = {
     "count",
     "get",
     "case_ids",
-    "iter_notes",
     "vectors",
 }
 

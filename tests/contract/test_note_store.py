@@ -17,17 +17,20 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from aml_mcp.aml.note_store import (
+from aml_mcp.aml.notes.model import (
+    CaseNote,
+    InvalidTenantError,
     NoteFilter,
-    NoteStore,
+    Subject,
     UnstorableNoteError,
     VectorSpaceMismatchError,
 )
-from aml_mcp.aml.notes import CaseNote, InvalidTenantError, Subject
-from aml_mcp.aml.notes_backend import ForeignIdentifiers, NotesBackend
-from aml_mcp.aml.postgres_notes import PostgresIdentifierDirectory, PostgresNoteStore
+from aml_mcp.aml.notes.storage import ForeignIdentifiers, NotesBackend
+from aml_mcp.aml.notes.storage.postgres import PostgresIdentifierDirectory, PostgresNotes
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
 from aml_mcp.store.postgres import PostgresDatabase
+from tests.support.notes import note_by_id, notes_in_row_order
 from tests.support.postgres import scratch_schema
 
 SPACE = "test-space"
@@ -49,11 +52,11 @@ def notes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Notes]:
     if request.param == "sqlite":
 
         def sqlite_store() -> NotesBackend:
-            store = NoteStore.open(tmp_path)
+            store = SqliteNotes.open(tmp_path)
             opened.append(store)
             return store
 
-        first = NoteStore.open(tmp_path)
+        first = SqliteNotes.open(tmp_path)
         opened.append(first)
         try:
             yield Notes("sqlite", first, IdentifierDirectory(first.path), sqlite_store)
@@ -64,11 +67,11 @@ def notes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Notes]:
     with scratch_schema() as (url, schema):
 
         def pg_store() -> NotesBackend:
-            store = PostgresNoteStore(PostgresDatabase(url, schema=schema)).open()
+            store = PostgresNotes(PostgresDatabase(url, schema=schema)).open()
             opened.append(store)
             return store
 
-        pg = PostgresNoteStore(PostgresDatabase(url, schema=schema)).open()
+        pg = PostgresNotes(PostgresDatabase(url, schema=schema)).open()
         opened.append(pg)
         try:
             yield Notes("postgres", pg, PostgresIdentifierDirectory(pg), pg_store)
@@ -152,8 +155,8 @@ def test_notes_written_are_counted_and_read_back_whole(notes: Notes) -> None:
     assert write(notes.store, "bank-a", BANK_A) == 0
     view = notes.store.tenant("bank-a")
     assert view.count() == 3
-    assert view.by_note_id("A-2") == BANK_A[1]
-    assert [n.note_id for n in view.iter_notes(batch=2)] == ["A-1", "A-2", "A-3"]
+    assert note_by_id(view, "A-2") == BANK_A[1]
+    assert [n.note_id for n in notes_in_row_order(view, batch=2)] == ["A-1", "A-2", "A-3"]
     assert [len(b) for b in view.iter_texts(batch=2)] == [2, 1]
     assert notes.store.tenants() == ["bank-a"]
 
@@ -164,7 +167,7 @@ def test_writing_a_note_id_again_replaces_it(notes: Notes) -> None:
     assert write(notes.store, "bank-a", [changed]) == 1
     view = notes.store.tenant("bank-a")
     assert view.count() == 3
-    assert view.by_note_id("A-1") == changed
+    assert note_by_id(view, "A-1") == changed
     assert view.identifier_matches(["acc0012"], NoteFilter()) == {}
 
 
@@ -173,7 +176,7 @@ def test_a_note_id_twice_in_one_batch_keeps_the_last(notes: Notes) -> None:
     assert write(notes.store, "bank-a", [first, second]) == 1
     view = notes.store.tenant("bank-a")
     assert view.count() == 1
-    assert view.by_note_id("X-1") == second
+    assert note_by_id(view, "X-1") == second
 
 
 def test_a_tenant_sees_only_its_own_notes(notes: Notes) -> None:
@@ -182,7 +185,7 @@ def test_a_tenant_sees_only_its_own_notes(notes: Notes) -> None:
     a, b = notes.store.tenant("bank-a"), notes.store.tenant("bank-b")
     foreign_rowid = rowid_of(notes.store, "bank-a", "A-1")
     assert b.get([foreign_rowid]) == {}
-    assert b.by_note_id("A-1") is None
+    assert note_by_id(b, "A-1") is None
     assert b.case_notes("CASE-1") == []
     assert b.case_ids() == ["CASE-9"]
     assert b.lexical('"teller"', NoteFilter(), 10) == []
@@ -331,7 +334,6 @@ def test_lookups_with_hostile_text_find_nothing(notes: Notes) -> None:
     view = notes.store.tenant("bank-a")
     hostiles = ("A-1\x00", "\ud800", "\x00")
     for hostile in hostiles:
-        assert view.by_note_id(hostile) is None
         assert view.case_notes(hostile) == []
         assert view.identifier_matches([hostile], NoteFilter()) == {}
         assert view.lexical('"deposits"', NoteFilter(case_id=hostile), 10) == []
@@ -366,7 +368,7 @@ def test_another_process_sees_writes_and_reloads_vectors(notes: Notes) -> None:
     write(notes.store, "bank-a", [note("A-7", "cash deposits again")])
     reloaded = other.tenant("bank-a").vectors()
     assert reloaded is not None and len(reloaded.rowids) == 4
-    assert other.tenant("bank-a").by_note_id("A-7") is not None
+    assert note_by_id(other.tenant("bank-a"), "A-7") is not None
 
 
 def test_first_load_lets_one_of_several_starts_load(notes: Notes) -> None:

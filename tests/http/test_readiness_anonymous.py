@@ -20,7 +20,7 @@ import pytest
 from aml_mcp.aml.demo.corpus import TENANTS, generate_notes
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import DB_FILE_NAME, NoteStore
+from aml_mcp.aml.notes.storage.sqlite import DB_FILE_NAME, SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.app import build_app
@@ -45,7 +45,7 @@ def _readyz_leaks(text: str) -> list[str]:
 def test_readyz_names_no_bank_and_no_count_while_banks_are_reembedded(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     static = StaticEmbedder.load()
-    with NoteStore.open(data_dir) as store:
+    with SqliteNotes.open(data_dir) as store:
         for tenant in TENANTS:
             write_notes(store, tenant.name, [d.note for d in generate_notes(tenant, NOTES_PER_BANK)], static)
     serve = ["serve", "--data-dir", str(data_dir)]

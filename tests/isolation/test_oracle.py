@@ -26,8 +26,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aml_mcp.aml.ingest import run_ingest
-from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.postgres_notes import PostgresNoteStore
+from aml_mcp.aml.notes.storage.postgres import PostgresNotes
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.settings import AmlSettings, EmbedderKind
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.tasks.settings import TaskSettings
@@ -133,7 +133,7 @@ def _backend(kind: str, work: Path) -> Iterator[tuple[dict[str, Any], Ingest]]:
         data.mkdir(mode=0o700)
 
         def into_sqlite(tenant: str, path: Path) -> int:
-            with NoteStore.open(data) as store:
+            with SqliteNotes.open(data) as store:
                 return run_ingest(path, tenant, data, io.StringIO(), EmbedderKind.STATIC, store=store)
 
         yield {}, into_sqlite
@@ -141,7 +141,7 @@ def _backend(kind: str, work: Path) -> Iterator[tuple[dict[str, Any], Ingest]]:
     with scratch_schema() as (url, schema):
 
         def into_postgres(tenant: str, path: Path) -> int:
-            with PostgresNoteStore(PostgresDatabase(url, schema=schema)) as store:
+            with PostgresNotes(PostgresDatabase(url, schema=schema)) as store:
                 return run_ingest(path, tenant, work, io.StringIO(), EmbedderKind.STATIC, store=store)
 
         yield {"database_url": url, "database_schema": schema}, into_postgres

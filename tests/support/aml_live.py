@@ -12,7 +12,7 @@ from typing import Any
 import httpx2
 
 from aml_mcp.aml.demo.corpus import TENANTS, generate_notes
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.client import BearerAuth
 from tests.aml.tools.aml_client import FAST_TASKS, NOTES_PER_BANK

@@ -2,10 +2,11 @@
 
 Sub-packages by concern, each plain library code that knows nothing of MCP requests:
 
-* `notes` (the note model and its normalisers); `notes_backend`, the protocols every caller uses
-  (a store's `tenant(verified_tenant)` is the only door to a bank's notes); `note_store` (SQLite,
-  one FTS index per bank) and `postgres_notes` (PostgreSQL, one partition per bank, shared by
-  replicas); `ingest` loads JSONL.
+* `notes/`: the note model and its normalisers (`model`), a bank's vectors in memory and their
+  per-generation cache, and `storage`, the protocols every caller uses (a store's
+  `tenant(verified_tenant)` is the only door to a bank's notes) with the SQLite store (one FTS
+  index per bank) and the PostgreSQL one (one partition per bank, shared by replicas);
+  `ingest` loads JSONL.
 * `search/`: the hybrid engine (BM25 + dense cosine, fused, exact-identifier boosts).
 * `sar/`: a case's facts, the drafter, the code checks, the questions asked of the analyst.
 * `evaluation/`: the full evaluation, its metrics, labelled queries and stored baselines.

@@ -19,9 +19,15 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from aml_mcp.aml.note_store import NoteStore, UnstorableNoteError, VectorSpaceMismatchError
-from aml_mcp.aml.notes import CaseNote, InvalidTenantError, validate_tenant
-from aml_mcp.aml.notes_backend import NotesBackend
+from aml_mcp.aml.notes.model import (
+    CaseNote,
+    InvalidTenantError,
+    UnstorableNoteError,
+    VectorSpaceMismatchError,
+    validate_tenant,
+)
+from aml_mcp.aml.notes.storage import NotesBackend
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.choice import EmbedderKind, Embedders, load_embedders
 from aml_mcp.aml.search.embeddings import Embedder
 
@@ -234,7 +240,7 @@ def run_ingest(
     if store is not None:
         report = ingest_file(path, tenant, store, embedders)
     else:
-        with NoteStore.open(data_dir) as local:
+        with SqliteNotes.open(data_dir) as local:
             report = ingest_file(path, tenant, local, embedders)
     print(report.render(), file=stream)
     return 0 if report.ok else 1

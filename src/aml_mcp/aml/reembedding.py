@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import anyio.to_thread
 
 from aml_mcp.aml.ingest import reembed_tenant
-from aml_mcp.aml.note_store import NotesDamagedError, VectorSpaceMismatchError
-from aml_mcp.aml.notes_backend import NotesBackend
+from aml_mcp.aml.notes.model import NotesDamagedError, VectorSpaceMismatchError
+from aml_mcp.aml.notes.storage import NotesBackend
 from aml_mcp.aml.search.choice import Embedders
 
 _log = logging.getLogger(__name__)

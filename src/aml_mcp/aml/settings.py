@@ -12,7 +12,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from aml_mcp.aml.demo.corpus import DEFAULT_NOTES_PER_TENANT, DEFAULT_SEED, MAX_NOTES_PER_TENANT
-from aml_mcp.aml.notes import normalise_typology
+from aml_mcp.aml.notes.model import normalise_typology
 from aml_mcp.aml.search.choice import EmbedderKind
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

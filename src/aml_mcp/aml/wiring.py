@@ -1,7 +1,7 @@
 """Assembles the AML tools for the composition root: `build_aml(settings, ...) -> Aml`.
 
 `build_aml` picks the notes store and the baselines: SQLite in the data directory by default, or,
-given the `shared` PostgreSQL database of a scaled-out deployment, `PostgresNoteStore` and
+given the `shared` PostgreSQL database of a scaled-out deployment, `PostgresNotes` and
 `PostgresBaselineStore` there, so every replica searches the same notes and compares with the
 same baselines. It assembles drafter, checks, evaluation and search, and returns a `Component`
 (the baseline table's schema; a lifetime that opens or checks the notes store and loads the
@@ -30,9 +30,9 @@ from aml_mcp.aml.evaluation.baselines import (
 )
 from aml_mcp.aml.evaluation.labels import DemoLabels
 from aml_mcp.aml.evaluation.run import Evaluator
-from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.notes_backend import ForeignIdentifiers, NotesBackend
-from aml_mcp.aml.postgres_notes import PostgresIdentifierDirectory, PostgresNoteStore
+from aml_mcp.aml.notes.storage import ForeignIdentifiers, NotesBackend
+from aml_mcp.aml.notes.storage.postgres import PostgresIdentifierDirectory, PostgresNotes
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.reembedding import BackgroundReembedding, Progress
 from aml_mcp.aml.sar.batches import CaseWork
 from aml_mcp.aml.sar.checks import CheckSuite
@@ -161,11 +161,11 @@ def build_aml(
     baselines: Baselines
     open_store: Callable[[], object] | None = None
     if shared is None:
-        sqlite_store = NoteStore.open(data_dir)
+        sqlite_store = SqliteNotes.open(data_dir)
         store, directory = sqlite_store, IdentifierDirectory(sqlite_store.path)
         baselines = BaselineStore(database)
     else:
-        pg_store = PostgresNoteStore(shared)
+        pg_store = PostgresNotes(shared)
         store, directory, open_store = pg_store, PostgresIdentifierDirectory(pg_store), pg_store.open
         baselines = PostgresBaselineStore(shared)
     casework = CaseWork(

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from aml_mcp.aml.ingest import reembed_tenant, run_ingest
-from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.notes_backend import NotesBackend
-from aml_mcp.aml.postgres_notes import PostgresNoteStore
+from aml_mcp.aml.notes.storage import NotesBackend
+from aml_mcp.aml.notes.storage.postgres import PostgresNotes
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.choice import load_embedders
 from aml_mcp.cli.options import data_options, settings_from, shared_database
 from aml_mcp.config import Settings
@@ -23,10 +23,10 @@ def open_notes(settings: Settings) -> Iterator[NotesBackend]:
     `database_url` is set (tables created if missing), else SQLite in the data directory."""
     database = shared_database(settings)
     if database is None:
-        with NoteStore.open(settings.ensure_data_dir()) as local:
+        with SqliteNotes.open(settings.ensure_data_dir()) as local:
             yield local
         return
-    with PostgresNoteStore(database, max_connections=2) as shared:
+    with PostgresNotes(database, max_connections=2) as shared:
         yield shared
 
 

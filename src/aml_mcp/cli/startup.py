@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psycopg
 
-from aml_mcp.aml.note_store import DB_FILE_NAME as NOTES_DB
+from aml_mcp.aml.notes.storage.sqlite import DB_FILE_NAME as NOTES_DB
 from aml_mcp.config import Settings
 from aml_mcp.devauth.keys import DevSigningKeys
 from aml_mcp.devauth.storage.files import KEY_FILE

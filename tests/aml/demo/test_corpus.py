@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aml_mcp.aml.demo.corpus import TENANTS, DemoCorpus, generate_notes, load_demo
 from aml_mcp.aml.demo.typologies import TYPOLOGIES
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 
 
@@ -45,7 +45,7 @@ def test_labelled_queries(demo_corpus: DemoCorpus) -> None:
         assert set(query.relevance.values()) <= {1, 2}
 
 
-def test_load_demo_only_fills_empty_tenants(store: NoteStore, embedder: StaticEmbedder) -> None:
+def test_load_demo_only_fills_empty_tenants(store: SqliteNotes, embedder: StaticEmbedder) -> None:
     first = load_demo(store, embedder, notes_per_tenant=30)
     assert first == {t.name: 30 for t in TENANTS}
     assert load_demo(store, embedder, notes_per_tenant=30) == {t.name: 0 for t in TENANTS}

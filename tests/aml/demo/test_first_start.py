@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.settings import AmlSettings
 from tests.aml.sar.sample_case import NOTES
 
@@ -36,8 +36,8 @@ def test_the_demo_is_loaded_only_into_an_empty_store(tmp_path: Path) -> None:
     assert load_demo_if_empty(small, tmp_path, announced.append) == {}
     assert len(announced) == 1
     own = tmp_path / "own"
-    with NoteStore.open(own) as store:
+    with SqliteNotes.open(own) as store:
         write_notes(store, "acme-bank", list(NOTES), _ZeroEmbedder())
     assert load_demo_if_empty(small, own) == {}
-    with NoteStore.open(own) as store:
+    with SqliteNotes.open(own) as store:
         assert store.tenants() == ["acme-bank"]

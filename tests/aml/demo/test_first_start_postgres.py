@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aml_mcp.aml.demo.corpus import TENANTS
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
-from aml_mcp.aml.postgres_notes import PostgresNoteStore
+from aml_mcp.aml.notes.storage.postgres import PostgresNotes
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.store.postgres import PostgresDatabase
 from tests.support.postgres import scratch_schema
@@ -24,7 +24,7 @@ def test_three_starts_at_once_load_the_demo_once(tmp_path: Path) -> None:
 
         def start(number: int) -> None:
             try:
-                with PostgresNoteStore(PostgresDatabase(url, schema=schema)) as store:
+                with PostgresNotes(PostgresDatabase(url, schema=schema)) as store:
                     barrier.wait()
                     results.append(load_demo_if_empty(SMALL, tmp_path / str(number), store=store))
             except BaseException as exc:
@@ -37,5 +37,5 @@ def test_three_starts_at_once_load_the_demo_once(tmp_path: Path) -> None:
             thread.join(timeout=120)
         assert failures == []
         assert sorted(results, key=len) == [{}, {}, {t.name: 40 for t in TENANTS}]
-        with PostgresNoteStore(PostgresDatabase(url, schema=schema)) as store:
+        with PostgresNotes(PostgresDatabase(url, schema=schema)) as store:
             assert {t: store.tenant(t).count() for t in store.tenants()} == {t.name: 40 for t in TENANTS}

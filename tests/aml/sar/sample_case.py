@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from aml_mcp.aml.notes import CaseNote, Subject
+from aml_mcp.aml.notes.model import CaseNote, Subject
 
 START = datetime(2024, 3, 1, 9, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from aml_mcp.aml.notes import normalise_identifier
+from aml_mcp.aml.notes.model import normalise_identifier
 from aml_mcp.aml.sar.checks import CHECKS, CheckSuite, dates_in, foreign_candidates, money_figures
 from aml_mcp.aml.sar.draft import TYPOLOGY_LABELS, SarDraft, TemplateDrafter
 from aml_mcp.aml.sar.facts import build_case_file

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import Candidates, NoteSearch, SearchMode, SearchRequest
 from aml_mcp.aml.search.lexical import all_terms_expression, lexical_terms
@@ -20,7 +20,7 @@ TEXTS = {
 }
 
 
-def _store(store: NoteStore, embedder: StaticEmbedder) -> NoteStore:
+def _store(store: SqliteNotes, embedder: StaticEmbedder) -> SqliteNotes:
     notes = [
         CaseNote(note_id=nid, case_id="C-1", created_at=datetime(2024, 1, i + 1, tzinfo=UTC), text=text)
         for i, (nid, text) in enumerate(TEXTS.items())
@@ -29,7 +29,7 @@ def _store(store: NoteStore, embedder: StaticEmbedder) -> NoteStore:
     return store
 
 
-def test_expression_only_when_every_word_is_the_banks(store: NoteStore, embedder: StaticEmbedder) -> None:
+def test_expression_only_when_every_word_is_the_banks(store: SqliteNotes, embedder: StaticEmbedder) -> None:
     view = _store(store, embedder).tenant(BANK)
     expression = all_terms_expression(view, lexical_terms("teller reconciliation"))
     assert expression == '"teller" AND "reconciliation"'
@@ -39,7 +39,7 @@ def test_expression_only_when_every_word_is_the_banks(store: NoteStore, embedder
     assert all_terms_expression(view, []) is None
 
 
-def test_candidates_name_the_notes_holding_every_word(store: NoteStore, embedder: StaticEmbedder) -> None:
+def test_candidates_name_the_notes_holding_every_word(store: SqliteNotes, embedder: StaticEmbedder) -> None:
     view = _store(store, embedder).tenant(BANK)
     search = NoteSearch(embedder)
     found = search.candidates(view, SearchRequest(query="quarterly reconciliation teller"), SearchMode.HYBRID)
@@ -71,7 +71,7 @@ def test_the_lift_beats_fusion_but_not_an_identifier(embedder: StaticEmbedder) -
     assert NoteSearch(embedder).order(without, 3)[0][0] == 1
 
 
-def test_search_puts_the_all_words_note_first(store: NoteStore, embedder: StaticEmbedder) -> None:
+def test_search_puts_the_all_words_note_first(store: SqliteNotes, embedder: StaticEmbedder) -> None:
     view = _store(store, embedder).tenant(BANK)
     hits = NoteSearch(embedder).search(view, SearchRequest(query="wire reconciliation quarterly"))
     assert hits[0].note_id == "N-4"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from aml_mcp.aml.note_store import TenantVectors
+from aml_mcp.aml.notes.model import TenantVectors
 from aml_mcp.aml.search.dense import Feedback, nearest, nearest_with_feedback
 
 

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from aml_mcp.aml.demo.corpus import TENANTS, DemoCorpus
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.engine import MAX_TOP_K, NoteSearch, SearchMode, SearchRequest
 from aml_mcp.aml.search.lexical import lexical_match
 
@@ -38,13 +38,13 @@ def test_bad_arguments_are_refused(kwargs: dict[str, object]) -> None:
 
 
 @pytest.mark.parametrize("top_k", [1, 7, MAX_TOP_K])
-def test_top_k_is_honoured(demo_store: NoteStore, searcher: NoteSearch, top_k: int) -> None:
+def test_top_k_is_honoured(demo_store: SqliteNotes, searcher: NoteSearch, top_k: int) -> None:
     hits = searcher.search(demo_store.tenant(BANK), SearchRequest(query="cash deposits", top_k=top_k))
     assert len(hits) == top_k
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
-def test_filters(demo_store: NoteStore, demo_corpus: DemoCorpus, searcher: NoteSearch) -> None:
+def test_filters(demo_store: SqliteNotes, demo_corpus: DemoCorpus, searcher: NoteSearch) -> None:
     view = demo_store.tenant(BANK)
     notes = [d.note for d in demo_corpus.notes[BANK]]
     case_id = notes[5].case_id
@@ -67,7 +67,7 @@ def test_filters(demo_store: NoteStore, demo_corpus: DemoCorpus, searcher: NoteS
             assert "2024-03-01" <= moment.date().isoformat() <= "2024-06-30"
 
 
-def test_filters_that_match_nothing(demo_store: NoteStore, searcher: NoteSearch) -> None:
+def test_filters_that_match_nothing(demo_store: SqliteNotes, searcher: NoteSearch) -> None:
     view = demo_store.tenant(BANK)
     assert searcher.search(view, SearchRequest(query="cash", case_id="NO-SUCH-CASE")) == []
     assert searcher.search(view, SearchRequest(query="cash", typology="not_a_typology")) == []
@@ -78,7 +78,7 @@ def test_filters_that_match_nothing(demo_store: NoteStore, searcher: NoteSearch)
 
 
 def test_exact_identifiers_win_top1(
-    demo_store: NoteStore, demo_corpus: DemoCorpus, searcher: NoteSearch
+    demo_store: SqliteNotes, demo_corpus: DemoCorpus, searcher: NoteSearch
 ) -> None:
     exact = [q for q in demo_corpus.queries if q.kind in {"account_id", "name", "case_id"}]
     assert len(exact) >= 30
@@ -89,7 +89,7 @@ def test_exact_identifiers_win_top1(
 
 
 def test_hit_shape_and_matched_subject_first(
-    demo_store: NoteStore, demo_corpus: DemoCorpus, searcher: NoteSearch
+    demo_store: SqliteNotes, demo_corpus: DemoCorpus, searcher: NoteSearch
 ) -> None:
     demo = next(d for d in demo_corpus.notes[BANK] if len(d.note.subjects) > 1)
     wanted = demo.note.subjects[1]
@@ -103,7 +103,7 @@ def test_hit_shape_and_matched_subject_first(
 
 @pytest.mark.parametrize("query", ['"', "*", "a AND", "NEAR(", "col:value", "^", "'); DROP TABLE notes; --"])
 def test_fts_syntax_in_queries_is_inert(
-    demo_store: NoteStore, demo_corpus: DemoCorpus, searcher: NoteSearch, query: str
+    demo_store: SqliteNotes, demo_corpus: DemoCorpus, searcher: NoteSearch, query: str
 ) -> None:
     hits = searcher.search(demo_store.tenant(BANK), SearchRequest(query=query))  # answered, not raised
     assert {hit.note_id for hit in hits} <= {demo.note.note_id for demo in demo_corpus.notes[BANK]}

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from aml_mcp.aml.demo.corpus import TENANTS, DemoCorpus
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.engine import NoteSearch, SearchMode, SearchRequest
 
 
@@ -38,7 +38,7 @@ def _queries_against(victim: str, corpus: DemoCorpus, rng: random.Random) -> lis
 
 @pytest.mark.slow
 def test_no_search_returns_another_tenants_note(
-    demo_store: NoteStore, demo_corpus: DemoCorpus, searcher: NoteSearch
+    demo_store: SqliteNotes, demo_corpus: DemoCorpus, searcher: NoteSearch
 ) -> None:
     rng = random.Random(7)
     owned = {t: {n.note.note_id for n in notes} for t, notes in demo_corpus.notes.items()}
@@ -57,9 +57,9 @@ def test_no_search_returns_another_tenants_note(
     assert checked > 700, checked
 
 
-def test_foreign_identifiers_never_boost(demo_store: NoteStore, demo_corpus: DemoCorpus) -> None:
+def test_foreign_identifiers_never_boost(demo_store: SqliteNotes, demo_corpus: DemoCorpus) -> None:
     a, b = TENANTS[0].name, TENANTS[1].name
-    from aml_mcp.aml.note_store import NoteFilter
+    from aml_mcp.aml.notes.model import NoteFilter
     from aml_mcp.aml.search.identifiers import identifier_candidates
 
     for demo in demo_corpus.notes[b][:40]:
@@ -69,7 +69,7 @@ def test_foreign_identifiers_never_boost(demo_store: NoteStore, demo_corpus: Dem
             assert not found
 
 
-def test_unknown_tenant_sees_nothing(demo_store: NoteStore, searcher: NoteSearch) -> None:
+def test_unknown_tenant_sees_nothing(demo_store: SqliteNotes, searcher: NoteSearch) -> None:
     view = demo_store.tenant("no-such-bank")
     assert searcher.search(view, SearchRequest(query="cash deposits")) == []
     assert view.case_notes(TENANTS[0].prefix + "-C000001") == []

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aml_mcp.aml.demo.corpus import TENANTS, DemoCorpus
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import NoteSearch, SearchMode, SearchRequest
 
@@ -36,7 +36,7 @@ class _ThreadRecorder:
 
 
 def test_overlapped_search_equals_sequential(
-    demo_store: NoteStore, demo_corpus: DemoCorpus, embedder: StaticEmbedder
+    demo_store: SqliteNotes, demo_corpus: DemoCorpus, embedder: StaticEmbedder
 ) -> None:
     recorder = _ThreadRecorder(embedder)
     queries = [q for q in demo_corpus.queries if q.tenant == TENANTS[0].name][:25]
@@ -52,7 +52,7 @@ def test_overlapped_search_equals_sequential(
     assert recorder.threads and all(name.startswith("query-embedding") for name in recorder.threads)
 
 
-def test_small_banks_stay_on_the_calling_thread(demo_store: NoteStore, embedder: StaticEmbedder) -> None:
+def test_small_banks_stay_on_the_calling_thread(demo_store: SqliteNotes, embedder: StaticEmbedder) -> None:
     recorder = _ThreadRecorder(embedder)
     with ThreadPoolExecutor(2, "query-embedding") as pool:
         search = NoteSearch(recorder, overlap=pool)  # the default threshold is far above 240 notes

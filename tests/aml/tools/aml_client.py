@@ -21,7 +21,7 @@ import jsonschema_rs
 
 from aml_mcp.aml.demo.corpus import TENANTS, DemoNote
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.tasks.settings import TaskSettings
 from tests.support.mcp_http import WITH_TASKS, call_tool, create, get, task_request, wait_for

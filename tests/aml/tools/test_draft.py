@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from aml_mcp.aml.demo.corpus import DemoNote
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote
 from tests.aml.tools.aml_client import A, AmlClient, B, aml_server, assert_matches_output_schema, cases_of
 from tests.support.mcp_http import TASKS_ONLY
 from tests.support.oauth import TestIssuer

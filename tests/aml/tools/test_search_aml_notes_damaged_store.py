@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
-from aml_mcp.aml.note_store import DB_FILE_NAME
+from aml_mcp.aml.notes.storage.sqlite import DB_FILE_NAME
 from aml_mcp.aml.settings import AmlSettings
 from tests.aml.tools.aml_client import NOTES_PER_BANK, A, AmlClient
 from tests.support.damaged_files import checkpointed, scramble_middle

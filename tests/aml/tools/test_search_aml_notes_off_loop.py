@@ -9,7 +9,7 @@ import anyio
 
 from aml_mcp.aml.demo.corpus import TENANTS, generate_notes
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import SearchHit, SearchRequest
 from aml_mcp.aml.settings import AmlSettings
@@ -23,7 +23,7 @@ WORST_CASE = SearchRequest(query=("a b " * 250)[:1000], top_k=50)
 def test_search_and_rendering_run_in_one_worker_thread(tmp_path: Path) -> None:
     embedder = StaticEmbedder.load()
     bank = TENANTS[0]
-    with NoteStore.open(tmp_path) as store:
+    with SqliteNotes.open(tmp_path) as store:
         write_notes(store, bank.name, [d.note for d in generate_notes(bank, 200)], embedder)
     aml = build_aml(
         AmlSettings(embedder="static"), data_dir=tmp_path, database=SqliteDatabase(tmp_path / "aml-mcp.db")

@@ -18,7 +18,7 @@ import pytest
 
 from aml_mcp.aml.demo.corpus import TENANTS
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
-from aml_mcp.aml.postgres_notes import PostgresNoteStore
+from aml_mcp.aml.notes.storage.postgres import PostgresNotes
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.store.postgres import PostgresDatabase
 from tests.aml.tools.aml_client import FAST_TASKS, NOTES_PER_BANK, A, AmlClient
@@ -46,7 +46,7 @@ def servers(
     sqlite_dir = tmp_path_factory.mktemp("hostile-sqlite")
     shutil.copytree(demo_data, sqlite_dir, dirs_exist_ok=True)
     with scratch_schema() as (url, schema):
-        with PostgresNoteStore(PostgresDatabase(url, schema=schema)) as store:
+        with PostgresNotes(PostgresDatabase(url, schema=schema)) as store:
             loaded = load_demo_if_empty(SETTINGS, tmp_path_factory.mktemp("unused"), store=store)
             assert loaded == {t.name: NOTES_PER_BANK for t in TENANTS}
         shared: dict[str, Any] = {"database_url": url, "database_schema": schema}

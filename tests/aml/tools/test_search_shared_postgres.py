@@ -18,7 +18,7 @@ import pytest
 
 from aml_mcp.aml.demo.corpus import TENANTS, DemoNote
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
-from aml_mcp.aml.postgres_notes import PostgresNoteStore
+from aml_mcp.aml.notes.storage.postgres import PostgresNotes
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.store.postgres import PostgresDatabase
 from tests.aml.tools.aml_client import FAST_TASKS, NOTES_PER_BANK, A, AmlClient, B
@@ -33,7 +33,7 @@ def replicas(
     tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer
 ) -> Iterator[tuple[AmlClient, AmlClient, str, str]]:
     with scratch_schema() as (url, schema):
-        with PostgresNoteStore(PostgresDatabase(url, schema=schema)) as store:
+        with PostgresNotes(PostgresDatabase(url, schema=schema)) as store:
             loaded = load_demo_if_empty(SETTINGS, tmp_path_factory.mktemp("unused"), store=store)
             assert loaded == {t.name: NOTES_PER_BANK for t in TENANTS}
         shared = {"database_url": url, "database_schema": schema, "tasks": FAST_TASKS}

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.transformer import SPACE_NAME, TransformerEmbedder
 from aml_mcp.aml.settings import AmlSettings
 from tests.aml.tools.aml_client import A, AmlClient, B
@@ -45,7 +45,7 @@ def _note(note_id: str, text: str, account: str) -> CaseNote:
 @pytest.mark.slow
 def test_paraphrase_identifier_and_isolation_with_the_transformer(tmp_path: Path, issuer: TestIssuer) -> None:
     model = TransformerEmbedder.load()
-    with NoteStore.open(tmp_path) as store:
+    with SqliteNotes.open(tmp_path) as store:
         for bank, rows in NOTES.items():
             notes = [_note(n, t, f"ACC-{bank[:3]}-{i}") for i, (n, t) in enumerate(rows)]
             write_notes(store, bank, notes, model)

@@ -11,7 +11,7 @@ import anyio
 
 from aml_mcp.aml.demo.corpus import TENANTS, generate_notes
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.note_store import NoteStore
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import SearchHit, SearchRequest
 from aml_mcp.aml.settings import AmlSettings
@@ -24,7 +24,7 @@ QUERY = SearchRequest(query="cash deposits", top_k=5)
 def test_a_bank_runs_one_search_at_a_time_and_others_go_ahead(tmp_path: Path) -> None:
     embedder = StaticEmbedder.load()
     busy, other = TENANTS[0], TENANTS[1]
-    with NoteStore.open(tmp_path) as store:
+    with SqliteNotes.open(tmp_path) as store:
         for bank in (busy, other):
             write_notes(store, bank.name, [d.note for d in generate_notes(bank, 30)], embedder)
     aml = build_aml(

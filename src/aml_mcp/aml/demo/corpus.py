@@ -27,8 +27,8 @@ from decimal import Decimal
 
 from aml_mcp.aml.demo.typologies import INDUSTRIES, OCCUPATIONS, TYPOLOGIES, Typology, Variant
 from aml_mcp.aml.ingest import write_notes
-from aml_mcp.aml.notes import CaseNote, Subject
-from aml_mcp.aml.notes_backend import NotesBackend
+from aml_mcp.aml.notes.model import CaseNote, Subject
+from aml_mcp.aml.notes.storage import NotesBackend
 from aml_mcp.aml.search.embeddings import Embedder
 
 DEFAULT_SEED = 20260804

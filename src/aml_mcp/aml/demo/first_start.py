@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Protocol
 
 from aml_mcp.aml.demo.corpus import BankProgress, load_demo
-from aml_mcp.aml.note_store import NoteStore
-from aml_mcp.aml.notes_backend import NotesBackend
+from aml_mcp.aml.notes.storage import NotesBackend
+from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.search.embeddings import StaticEmbedder
 
 
@@ -45,7 +45,7 @@ def load_demo_if_empty(
     if size == 0:
         return {}
     with contextlib.ExitStack() as stack:
-        notes = store if store is not None else stack.enter_context(NoteStore.open(data_dir))
+        notes = store if store is not None else stack.enter_context(SqliteNotes.open(data_dir))
         with notes.first_load():
             if notes.tenants():
                 return {}

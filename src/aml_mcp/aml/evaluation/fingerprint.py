@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote
 
 
 def note_digest(note: CaseNote) -> bytes:

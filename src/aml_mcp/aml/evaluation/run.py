@@ -32,7 +32,7 @@ from aml_mcp.aml.evaluation.baselines import Baseline, Baselines
 from aml_mcp.aml.evaluation.fingerprint import combine, note_digest
 from aml_mcp.aml.evaluation.labels import DemoLabels, LabelSet
 from aml_mcp.aml.evaluation.metrics import ndcg_at_k, recall_at_k
-from aml_mcp.aml.notes_backend import NotesBackend
+from aml_mcp.aml.notes.storage import NotesBackend
 from aml_mcp.aml.sar.batches import CaseWork, in_slices
 from aml_mcp.aml.sar.checks import CHECKS
 from aml_mcp.aml.sar.facts import CaseFile

@@ -20,8 +20,8 @@ from typing import TypeVar
 import anyio.lowlevel
 import anyio.to_thread
 
-from aml_mcp.aml.notes import InvalidTenantError
-from aml_mcp.aml.notes_backend import ForeignIdentifiers, NotesBackend
+from aml_mcp.aml.notes.model import InvalidTenantError
+from aml_mcp.aml.notes.storage import ForeignIdentifiers, NotesBackend
 from aml_mcp.aml.sar.checks import CheckResult, CheckSuite, foreign_candidates
 from aml_mcp.aml.sar.draft import Drafter, SarDraft
 from aml_mcp.aml.sar.facts import CaseFile, build_case_file

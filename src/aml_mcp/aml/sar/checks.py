@@ -27,7 +27,7 @@ from decimal import Decimal, InvalidOperation
 
 from pydantic import BaseModel, ConfigDict
 
-from aml_mcp.aml.notes import normalise_identifier
+from aml_mcp.aml.notes.model import normalise_identifier
 from aml_mcp.aml.sar.draft import MISSING, SarDraft
 from aml_mcp.aml.sar.facts import CaseFile
 from aml_mcp.aml.sar.foreign_ids import draft_candidates

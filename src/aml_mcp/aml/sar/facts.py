@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 
-from aml_mcp.aml.notes import CaseNote, normalise_identifier, normalise_name
+from aml_mcp.aml.notes.model import CaseNote, normalise_identifier, normalise_name
 
 _IBAN_GROUPED = re.compile(r"\b[A-Z]{2}\d{2}(?: [A-Z0-9]{4}){2,7}(?: [A-Z0-9]{1,3})?\b")
 _IBAN_COMPACT = re.compile(r"\b[A-Z]{2}\d{2}[A-Z0-9]{11,30}\b")

@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from aml_mcp.aml.notes import normalise_identifier, normalise_name
+from aml_mcp.aml.notes.model import normalise_identifier, normalise_name
 from aml_mcp.store.postgres import storable
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*[A-Za-z0-9]|[A-Za-z0-9]")

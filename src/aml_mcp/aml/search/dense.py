@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from aml_mcp.aml.note_store import TenantVectors
+from aml_mcp.aml.notes.model import TenantVectors
 
 COARSE_KEEP = 2000
 

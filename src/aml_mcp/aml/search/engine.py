@@ -26,14 +26,18 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from aml_mcp.aml.note_store import (
+from aml_mcp.aml.notes.model import (
+    CaseNote,
     NoteFilter,
+    Subject,
     TenantVectors,
     VectorSpaceMismatchError,
+    normalise_identifier,
+    normalise_name,
+    normalise_typology,
     parse_iso_bound,
 )
-from aml_mcp.aml.notes import CaseNote, Subject, normalise_identifier, normalise_name, normalise_typology
-from aml_mcp.aml.notes_backend import TenantNoteAccess
+from aml_mcp.aml.notes.storage import TenantNoteAccess
 from aml_mcp.aml.search.choice import Embedders
 from aml_mcp.aml.search.dense import FEEDBACK, Feedback, nearest_with_feedback
 from aml_mcp.aml.search.embeddings import Embedder

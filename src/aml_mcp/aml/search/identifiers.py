@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from aml_mcp.aml.notes import normalise_identifier, normalise_name
+from aml_mcp.aml.notes.model import normalise_identifier, normalise_name
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _MIN_ID_CHARS = 4

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-from aml_mcp.aml.note_store import TermStatistics
+from aml_mcp.aml.notes.model import TermStatistics
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _STOPWORDS = frozenset(

@@ -14,8 +14,7 @@ from typing import Any
 import mcp_types as types
 from pydantic import ValidationError
 
-from aml_mcp.aml.note_store import NotesDamagedError, NotesUnavailableError
-from aml_mcp.aml.notes import normalise_typology
+from aml_mcp.aml.notes.model import NotesDamagedError, NotesUnavailableError, normalise_typology
 from aml_mcp.aml.search.engine import SearchHit, SearchRequest
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.aml.tools.schema_parts import STRING, _strings

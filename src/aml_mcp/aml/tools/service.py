@@ -18,8 +18,8 @@ from typing import TypeVar
 import anyio.to_thread
 
 from aml_mcp.aml.evaluation.run import Evaluator
-from aml_mcp.aml.notes import InvalidTenantError, validate_tenant
-from aml_mcp.aml.notes_backend import NotesBackend
+from aml_mcp.aml.notes.model import InvalidTenantError, validate_tenant
+from aml_mcp.aml.notes.storage import NotesBackend
 from aml_mcp.aml.sar.batches import CaseWork
 from aml_mcp.aml.search.choice import Embedders
 from aml_mcp.aml.search.embeddings import Embedder

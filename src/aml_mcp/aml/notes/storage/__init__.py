@@ -1,23 +1,35 @@
 """What search, case work, evaluation, ingest and the demo need from a notes store.
 
-Why protocols: one laptop keeps its notes in SQLite (`note_store.NoteStore`, FTS5 per bank), a
-deployment of several replicas keeps them in PostgreSQL (`postgres_notes.PostgresNoteStore`, a
-LIST partition per bank). The code above the store is the same for both, so it is written against
+Why protocols: one laptop keeps its notes in SQLite (`sqlite.SqliteNotes`, FTS5 per bank), a
+deployment of several replicas keeps them in PostgreSQL (`postgres.PostgresNotes`, a LIST
+partition per bank). The code above the store is the same for both, so it is written against
 these protocols, which list exactly the methods it calls and nothing else: a backend never has to
-grow a method only one caller's test used.
+grow a method only one caller's test used. Their vocabulary (the note, the filter, the vectors,
+the errors) is `notes.model`'s; this module imports no backend.
 
 The tenant wall is part of the shape: the only way to a bank's notes is
 `NotesBackend.tenant(<validated tenant>)`, which returns a `TenantNoteAccess` bound to that bank;
 no method of it takes a tenant. The only cross-tenant question, whether a string is another
 bank's identifier, is `ForeignIdentifiers`, answered yes/no per value.
 
+What both stores do alike: a note's embedding is computed by the caller at ingest and stored as
+float16 bytes beside the note; a bank's matrix is loaded into memory on first use and reloaded
+only when the bank's generation counter moves (every write moves it, in the writing transaction;
+`cache.GenerationCache` keeps it, and the term counts, per generation). Exact identifiers are
+looked up in an index of normalised values, so an identifier hit does not depend on full-text
+ranking. Text no store keeps as written (U+0000, which PostgreSQL `TEXT` refuses, or an unpaired
+surrogate, which neither driver sends) is refused whole before anything is written
+(`UnstorableNoteError`), and a lookup, filter or bank name holding it finds nothing.
+
 Lexical expressions (`lexical`, `matching`) are what `search.lexical` builds: double-quoted
-words (letters and digits only) joined by ` OR ` or by ` AND `, never mixed. SQLite hands them
-to FTS5 as written; PostgreSQL translates exactly that grammar and refuses anything else.
+words (letters and digits only) joined by ` OR ` or by ` AND `, never mixed
+(`checked_expression`). SQLite hands them to FTS5 as written; PostgreSQL translates exactly that
+grammar; both refuse anything else.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
@@ -25,8 +37,31 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from aml_mcp.aml.note_store import LexicalHit, NoteFilter, TenantVectors, TermStatistics
-from aml_mcp.aml.notes import CaseNote
+from aml_mcp.aml.notes.model import CaseNote, LexicalHit, NoteFilter, TenantVectors, TermStatistics
+
+LEXICAL_EXPRESSION = re.compile(r'^"([^\W_]+)"(?:( OR | AND )"[^\W_]+")*$')
+"""The lexical expressions a notes store takes (what `search.lexical` builds): double-quoted words
+of letters and digits, joined by ` OR ` or by ` AND `."""
+_WORD = re.compile(r'"([^\W_]+)"')
+
+
+def checked_expression(match: str) -> str:
+    """`match` if it is a lexical expression both stores read alike, else `ValueError`.
+
+    SQLite would hand anything else to FTS5 as its own query syntax (a syntax error, or a query
+    PostgreSQL reads differently); refused here, a hostile expression gets one answer on both."""
+    if not LEXICAL_EXPRESSION.fullmatch(match):
+        raise ValueError("a lexical expression is quoted words joined by OR or by AND")
+    if ' OR "' in match and ' AND "' in match:
+        raise ValueError("a lexical expression joins its words by OR or by AND, not both")
+    return match
+
+
+def expression_terms(match: str) -> tuple[str, list[str]]:
+    """(`"AND"` or `"OR"`, the words) of a lexical expression, for a store that translates the
+    grammar rather than handing it on; `ValueError` for anything else (`checked_expression`)."""
+    checked_expression(match)
+    return ("AND" if ' AND "' in match else "OR"), _WORD.findall(match)
 
 
 class TenantNoteAccess(Protocol):
@@ -65,13 +100,9 @@ class TenantNoteAccess(Protocol):
 
     def get(self, rowids: Sequence[int]) -> dict[int, CaseNote]: ...
 
-    def by_note_id(self, note_id: str) -> CaseNote | None: ...
-
     def case_notes(self, case_id: str) -> list[CaseNote]: ...
 
     def case_ids(self) -> list[str]: ...
-
-    def iter_notes(self, batch: int = 2000) -> Iterator[CaseNote]: ...
 
     def vectors(self) -> TenantVectors | None: ...
 
