@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Install size of the default environment: a fresh venv, `pip install .`, then du.
+# Install size of the server's environment: a fresh venv, `pip install '.[server]'`, then du (the
+# base install, `pip install .`, is the client alone: docs/python-client.md has both sizes).
 #
-# Why: the default install must stay small and must not pull in torch (the dense half is
+# Why: the server's install must stay small and must not pull in torch (the dense half is
 # all-MiniLM-L6-v2 as an int8 ONNX file on onnxruntime, with the static table inside aml_mcp as
 # the fallback). Not run by CI; about a minute.
 #
@@ -17,10 +18,10 @@ python3 -m venv "$WORK/venv"
 "$WORK/venv/bin/pip" install --quiet --upgrade pip >/dev/null 2>&1
 cp -r "$SRC" "$WORK/src"
 rm -rf "$WORK/src/.venv" "$WORK/src/benchmarks/results"
-"$WORK/venv/bin/pip" install --quiet "$WORK/src" 2>&1 | grep -v '^WARNING: Location' || true
+"$WORK/venv/bin/pip" install --quiet "$WORK/src[server]" 2>&1 | grep -v '^WARNING: Location' || true
 
 SITE="$("$WORK/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-echo "default install of $SRC"
+echo "server install of $SRC"
 echo "site-packages total: $(du -sh "$SITE" | cut -f1)" \
      "(without pip and setuptools: $(du -sc "$SITE" --exclude='pip' --exclude='pip-*' --exclude='setuptools*' \
      --exclude='_distutils_hack' --exclude='distutils-precedence.pth' | tail -1 | awk '{printf "%.0fM", $1/1024}'))"
@@ -32,7 +33,7 @@ heavy="$("$WORK/venv/bin/pip" list --format=freeze | grep -iE '^(torch|transform
 if [ -n "$heavy" ]; then
   echo "HEAVY ML PACKAGES PRESENT:"; echo "$heavy"; exit 1
 fi
-echo "no torch / transformers / tokenizers in the default install"
+echo "no torch / transformers / tokenizers in the server install"
 HF_HUB_OFFLINE=1 "$WORK/venv/bin/python" - <<'PY'
 import sys
 import time
