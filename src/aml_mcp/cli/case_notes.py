@@ -6,21 +6,22 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aml_mcp.aml.ingest import reembed_tenant, run_ingest
-from aml_mcp.aml.notes.storage import NotesBackend
-from aml_mcp.aml.notes.storage.postgres import PostgresNotes
-from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
-from aml_mcp.aml.search.choice import load_embedders
 from aml_mcp.cli.options import data_options, settings_from, shared_database
-from aml_mcp.config import Settings
+
+if TYPE_CHECKING:
+    from aml_mcp.aml.notes.storage import NotesBackend
+    from aml_mcp.config import Settings
 
 
 @contextlib.contextmanager
 def open_notes(settings: Settings) -> Iterator[NotesBackend]:
     """The notes store the server with these settings serves: the shared PostgreSQL one when
     `database_url` is set (tables created if missing), else SQLite in the data directory."""
+    from aml_mcp.aml.notes.storage.postgres import PostgresNotes
+    from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
+
     database = shared_database(settings)
     if database is None:
         with SqliteNotes.open(settings.ensure_data_dir()) as local:
@@ -31,6 +32,8 @@ def open_notes(settings: Settings) -> Iterator[NotesBackend]:
 
 
 def _ingest(args: argparse.Namespace) -> int:
+    from aml_mcp.aml.ingest import run_ingest
+
     settings = settings_from(args)
     data_dir = settings.ensure_data_dir()
     if settings.database_url is None:
@@ -42,6 +45,9 @@ def _ingest(args: argparse.Namespace) -> int:
 def _reembed(args: argparse.Namespace) -> int:
     """Move stored vectors to the configured dense half (`aml.embedder`), e.g. the static table's
     to the transformer after an upgrade; a tenant keeps serving from its old vectors meanwhile."""
+    from aml_mcp.aml.ingest import reembed_tenant
+    from aml_mcp.aml.search.choice import load_embedders
+
     settings = settings_from(args)
     embedder = load_embedders(settings.aml.embedder).primary
     with open_notes(settings) as store:

@@ -9,6 +9,9 @@ needs the file or address and the remedy, not a traceback. So `serve` checks the
 Exit codes: 2 settings or arguments refused; 3 the data directory is unusable (read-only,
 an empty, foreign or damaged file) or the shared PostgreSQL database cannot be reached; 4 the
 address cannot be listened on.
+
+Every command imports this module (the exit codes, `describe`), so it imports the server's modules
+only in the checks that use them.
 """
 
 from __future__ import annotations
@@ -19,16 +22,13 @@ import logging
 import os
 import socket
 import sqlite3
+import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psycopg
-
-from aml_mcp.aml.notes.storage.sqlite import DB_FILE_NAME as NOTES_DB
-from aml_mcp.config import Settings
-from aml_mcp.devauth.keys import DevSigningKeys
-from aml_mcp.devauth.storage.files import KEY_FILE
-from aml_mcp.store.sqlite import DatabaseFileError, check_database_file
+if TYPE_CHECKING:
+    from aml_mcp.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +38,13 @@ EXIT_LISTEN = 4
 
 STORE_DB = "aml-mcp.db"
 DEVAUTH_DB = "devauth.db"
-DATABASES = (STORE_DB, NOTES_DB, DEVAUTH_DB)
-"""Every SQLite file a server keeps in its data directory."""
+
+
+def databases() -> tuple[str, ...]:
+    """Every SQLite file a server keeps in its data directory."""
+    from aml_mcp.aml.notes.storage.sqlite import DB_FILE_NAME as NOTES_DB
+
+    return (STORE_DB, NOTES_DB, DEVAUTH_DB)
 
 
 class StartupError(Exception):
@@ -52,13 +57,17 @@ class StartupError(Exception):
 
 def describe(exc: BaseException) -> StartupError | None:
     """The one-line refusal for an exception a command's start-up may meet, or None (a bug: let it show)."""
+    from aml_mcp.store.sqlite import DatabaseFileError
+
+    # psycopg is the server extra's: a command that never imported it cannot have met its error.
+    psycopg = sys.modules.get("psycopg")
     if isinstance(exc, StartupError):
         return exc
     if isinstance(exc, DatabaseFileError):
         return StartupError(str(exc))
     if isinstance(exc, sqlite3.Error):
         return StartupError(f"a database in the data directory cannot be used: {exc}")
-    if isinstance(exc, psycopg.OperationalError):
+    if psycopg is not None and isinstance(exc, psycopg.OperationalError):
         # libpq's reason names the host and port, never the password.
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return StartupError(f"the shared PostgreSQL database cannot be used: {reason}")
@@ -75,6 +84,8 @@ def check_data_dir(settings: Settings) -> Path:
     file that is empty, not SQLite, damaged (`PRAGMA quick_check`) or not writable; development
     signing keys that cannot be read. Each message names the file and the remedy.
     """
+    from aml_mcp.store.sqlite import check_database_file
+
     try:
         data_dir = settings.ensure_data_dir()
     except OSError as exc:
@@ -83,7 +94,7 @@ def check_data_dir(settings: Settings) -> Path:
         ) from exc
     _check_writable(data_dir)
     _warn_if_store_vanished(data_dir)
-    for name in DATABASES:
+    for name in databases():
         path = data_dir / name
         check_database_file(path, thorough=True)
         _check_writable_file(path)
@@ -134,6 +145,9 @@ def _check_writable_file(path: Path) -> None:
 
 
 def _check_signing_keys(data_dir: Path) -> None:
+    from aml_mcp.devauth.keys import DevSigningKeys
+    from aml_mcp.devauth.storage.files import KEY_FILE
+
     path = data_dir / KEY_FILE
     if not path.exists():
         return  # created on first use

@@ -12,12 +12,8 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aml_mcp.auth.revocation import RevocationList
-from aml_mcp.auth.storage import postgres as postgres_revocations
-from aml_mcp.auth.storage.postgres import PostgresRevocationStore
-from aml_mcp.auth.storage.sqlite import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, SqliteRevocationStore
 from aml_mcp.cli.options import (
     address_options,
     data_options,
@@ -28,12 +24,15 @@ from aml_mcp.cli.options import (
     trusted_issuers,
 )
 from aml_mcp.cli.startup import EXIT_SETTINGS
-from aml_mcp.config import Settings
-from aml_mcp.devauth.wiring import CLI_CLIENT_ID, signing_keys, token_minter
-from aml_mcp.store.sqlite import SqliteDatabase
+
+if TYPE_CHECKING:
+    from aml_mcp.auth.revocation import RevocationList
+    from aml_mcp.config import Settings
 
 
 def _token(args: argparse.Namespace) -> int:
+    from aml_mcp.devauth.wiring import CLI_CLIENT_ID, signing_keys, token_minter
+
     settings = settings_from(args)
     data_dir = settings.ensure_data_dir()
     # With a database URL, the key every replica on that database signs with and trusts.
@@ -48,7 +47,7 @@ def _token(args: argparse.Namespace) -> int:
         minted = minter.mint(
             subject=args.subject,
             tenant=args.tenant,
-            client_id=args.client,
+            client_id=CLI_CLIENT_ID if args.client is None else args.client,
             scopes=args.scope.split(),
             audience=args.audience,
             ttl_seconds=args.ttl,
@@ -62,6 +61,12 @@ def _token(args: argparse.Namespace) -> int:
 async def _with_revocations(settings: Settings, args: argparse.Namespace) -> int:
     """The revocation list the server reads: the shared one on PostgreSQL (every replica enforces
     a change at once, by NOTIFY), else the data directory's."""
+    from aml_mcp.auth.revocation import RevocationList
+    from aml_mcp.auth.storage import postgres as postgres_revocations
+    from aml_mcp.auth.storage.postgres import PostgresRevocationStore
+    from aml_mcp.auth.storage.sqlite import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, SqliteRevocationStore
+    from aml_mcp.store.sqlite import SqliteDatabase
+
     async with open_shared_database(settings, [postgres_revocations.MIGRATION]) as shared:
         if shared is not None:
             return await _change_revocations(RevocationList(PostgresRevocationStore(shared)), args)
@@ -133,7 +138,7 @@ def add_commands(commands: Any) -> None:
     )
     token.add_argument("--subject", required=True)
     token.add_argument("--tenant", required=True)
-    token.add_argument("--client", default=CLI_CLIENT_ID)
+    token.add_argument("--client", help="the token's client_id (default: the pre-registered CLI client)")
     token.add_argument("--scope", default="aml:read", help='space-separated, e.g. "aml:read aml:draft"')
     token.add_argument("--audience", help="the token's aud (default: this server's resource URL)")
     token.add_argument("--ttl", type=int, default=900, help="lifetime in seconds (default 900)")
