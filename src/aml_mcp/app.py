@@ -51,8 +51,10 @@ from aml_mcp.lab.simulation import MintToken, Simulation
 from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_url
 from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
-from aml_mcp.secrets_store import DirectorySecrets, PostgresSecrets, SecretSource
 from aml_mcp.server_record import ServerRecord
+from aml_mcp.shared_secrets.storage import SecretSource
+from aml_mcp.shared_secrets.storage.files import FilesSecrets
+from aml_mcp.shared_secrets.storage.postgres import PostgresSecrets
 from aml_mcp.store.postgres import PoolBudget, PostgresDatabase
 from aml_mcp.store.sqlite import Migration, SqliteDatabase
 from aml_mcp.subscriptions.bus import EventBus, LocalEventBus
@@ -116,9 +118,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     local_bus = LocalEventBus() if shared is None else None
     # Replicas on one database share their secrets, so what one seals another opens.
     secret_source: SecretSource = (
-        DirectorySecrets(data_dir / "keys")
-        if settings.database_url is None
-        else PostgresSecrets(settings.database_url, schema=settings.database_schema)
+        FilesSecrets(data_dir / "keys") if shared is None else PostgresSecrets(shared)
     )
     metrics = ServerMetrics(CollectorRegistry())
     audit = build_audit(

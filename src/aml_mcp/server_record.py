@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
-from aml_mcp.secrets_store import write_private
+from aml_mcp.shared_secrets.storage.files import write_private
 
 RECORD_FILE = "server.json"
 

@@ -11,7 +11,7 @@ import pytest
 
 from aml_mcp.cli.startup import EXIT_DATA_DIR, EXIT_LISTEN, StartupError, bind_listener, check_data_dir
 from aml_mcp.config import Settings
-from aml_mcp.secrets_store import load_or_create_secret
+from aml_mcp.shared_secrets.storage.files import load_or_create_secret
 from aml_mcp.store.sqlite import SqliteDatabase
 
 

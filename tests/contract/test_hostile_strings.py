@@ -71,7 +71,9 @@ from aml_mcp.devauth.storage import (
 from aml_mcp.devauth.storage.postgres import PostgresDevAuthStore, open_database
 from aml_mcp.devauth.storage.sqlite import SqliteDevAuthStore
 from aml_mcp.principal import Owner, Principal
-from aml_mcp.secrets_store import DirectorySecrets, PostgresSecrets, SecretSource
+from aml_mcp.shared_secrets.storage import SecretSource
+from aml_mcp.shared_secrets.storage.files import FilesSecrets
+from aml_mcp.shared_secrets.storage.postgres import PostgresSecrets
 from aml_mcp.store.postgres import PostgresDatabase, storable
 from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.tasks.model import TaskStatus
@@ -952,13 +954,13 @@ async def test_devauth_store(devauth: DevAuthStore, hostile: str) -> None:
 # == server secrets and signing keys ===============================================================
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["files", "postgres"])
 def secrets(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SecretSource]:
-    if request.param == "sqlite":  # the single-host default: files in the data directory
-        yield DirectorySecrets(tmp_path / "keys")
+    if request.param == "files":  # the single-host default: files in the data directory
+        yield FilesSecrets(tmp_path / "keys")
         return
     with scratch_schema() as (url, schema):
-        yield PostgresSecrets(url, schema=schema)
+        yield PostgresSecrets(PostgresDatabase(url, schema=schema))
 
 
 SECRET_CASES = [Case("secret", "name", lambda s, h: s.secret(h), always(Refused(ValueError)))]

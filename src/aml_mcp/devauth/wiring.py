@@ -40,7 +40,8 @@ from aml_mcp.devauth.storage.postgres import PostgresDevAuthStore, PostgresKeySt
 from aml_mcp.devauth.storage.sqlite import SqliteDevAuthStore
 from aml_mcp.devauth.users import UserDirectory
 from aml_mcp.scope_rules import ScopeRule
-from aml_mcp.secrets_store import PostgresSecrets, load_or_create_secret
+from aml_mcp.shared_secrets.storage.files import load_or_create_secret
+from aml_mcp.shared_secrets.storage.postgres import PostgresSecrets
 from aml_mcp.store.migrations import Migration
 from aml_mcp.store.postgres import PostgresDatabase
 
@@ -66,14 +67,14 @@ def service_client_secret(data_dir: Path, shared: PostgresDatabase | None = None
     """The pre-registered service client's secret: in the data directory, or shared by every replica
     on `shared` (each replica stores its digest, so they must all agree on it)."""
     if shared is not None:
-        return PostgresSecrets(shared.url, schema=shared.schema).secret(SERVICE_SECRET_NAME).hex()
+        return PostgresSecrets(shared).secret(SERVICE_SECRET_NAME).hex()
     return load_or_create_secret(data_dir / "keys" / f"{SERVICE_SECRET_NAME}.secret").hex()
 
 
 def _form_secret(data_dir: Path, shared: PostgresDatabase | None) -> bytes:
     """The consent form's MAC key: a login page served by one replica may be posted to another."""
     if shared is not None:
-        return PostgresSecrets(shared.url, schema=shared.schema).secret(FORM_SECRET_NAME)
+        return PostgresSecrets(shared).secret(FORM_SECRET_NAME)
     return load_or_create_secret(data_dir / "keys" / f"{FORM_SECRET_NAME}.key")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from aml_mcp.secrets_store import write_private
+from aml_mcp.shared_secrets.storage.files import write_private
 
 KEY_FILE = Path("keys") / "devauth-signing.json"
 """Where the key document lives, relative to the data directory."""
