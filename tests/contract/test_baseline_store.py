@@ -9,14 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from aml_mcp.aml.evaluation.baselines import (
-    COMPONENT,
-    MIGRATIONS,
-    POSTGRES_MIGRATION,
-    Baselines,
-    BaselineStore,
-    PostgresBaselineStore,
-)
+from aml_mcp.aml.evaluation.storage import Baselines
+from aml_mcp.aml.evaluation.storage.postgres import MIGRATION, PostgresBaselines
+from aml_mcp.aml.evaluation.storage.sqlite import COMPONENT, MIGRATIONS, SqliteBaselines
 from aml_mcp.principal import Principal
 from aml_mcp.store.sqlite import SqliteDatabase
 from tests.support.postgres import scratch_database
@@ -31,13 +26,13 @@ async def baselines(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         db.open()
         await db.migrate(COMPONENT, MIGRATIONS)
         try:
-            yield BaselineStore(db)
+            yield SqliteBaselines(db)
         finally:
             db.close()
         return
     async with scratch_database() as pg:
-        await pg.apply(POSTGRES_MIGRATION)
-        yield PostgresBaselineStore(pg)
+        await pg.apply(MIGRATION)
+        yield PostgresBaselines(pg)
 
 
 def analyst(tenant: str, subject: str = "alice") -> Principal:

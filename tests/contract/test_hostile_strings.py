@@ -24,13 +24,11 @@ import anyio
 import numpy as np
 import pytest
 
-from aml_mcp.aml.evaluation import baselines as baseline_store
-from aml_mcp.aml.evaluation.baselines import (
-    Baselines,
-    BaselineStore,
-    PostgresBaselineStore,
-    UnstorableBaseline,
-)
+from aml_mcp.aml.evaluation.storage import Baselines, UnstorableBaseline
+from aml_mcp.aml.evaluation.storage import postgres as postgres_baselines
+from aml_mcp.aml.evaluation.storage import sqlite as sqlite_baselines
+from aml_mcp.aml.evaluation.storage.postgres import PostgresBaselines
+from aml_mcp.aml.evaluation.storage.sqlite import SqliteBaselines
 from aml_mcp.aml.notes.model import (
     CaseNote,
     InvalidTenantError,
@@ -533,15 +531,15 @@ async def baselines(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     if request.param == "sqlite":
         db = SqliteDatabase(tmp_path / "aml-mcp.db")
         db.open()
-        await db.migrate(baseline_store.COMPONENT, baseline_store.MIGRATIONS)
+        await db.migrate(sqlite_baselines.COMPONENT, sqlite_baselines.MIGRATIONS)
         try:
-            yield BaselineStore(db)
+            yield SqliteBaselines(db)
         finally:
             db.close()
         return
     async with scratch_database() as pg:
-        await pg.apply(baseline_store.POSTGRES_MIGRATION)
-        yield PostgresBaselineStore(pg)
+        await pg.apply(postgres_baselines.MIGRATION)
+        yield PostgresBaselines(pg)
 
 
 def _analyst(**fields: str) -> Principal:

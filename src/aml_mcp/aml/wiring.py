@@ -2,7 +2,7 @@
 
 `build_aml` picks the notes store and the baselines: SQLite in the data directory by default, or,
 given the `shared` PostgreSQL database of a scaled-out deployment, `PostgresNotes` and
-`PostgresBaselineStore` there, so every replica searches the same notes and compares with the
+`PostgresBaselines` there, so every replica searches the same notes and compares with the
 same baselines. It assembles drafter, checks, evaluation and search, and returns a `Component`
 (the baseline table's schema; a lifetime that opens or checks the notes store and loads the
 embedder at start-up and closes the notes store at shutdown) with the catalog to serve,
@@ -20,16 +20,11 @@ from pathlib import Path
 import anyio.to_thread
 from starlette.routing import BaseRoute
 
-from aml_mcp.aml.evaluation.baselines import (
-    COMPONENT,
-    MIGRATIONS,
-    POSTGRES_MIGRATION,
-    Baselines,
-    BaselineStore,
-    PostgresBaselineStore,
-)
 from aml_mcp.aml.evaluation.labels import DemoLabels
 from aml_mcp.aml.evaluation.run import Evaluator
+from aml_mcp.aml.evaluation.storage import Baselines
+from aml_mcp.aml.evaluation.storage import postgres as postgres_baselines
+from aml_mcp.aml.evaluation.storage import sqlite as sqlite_baselines
 from aml_mcp.aml.notes.storage import ForeignIdentifiers, NotesBackend
 from aml_mcp.aml.notes.storage.postgres import PostgresIdentifierDirectory, PostgresNotes
 from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
@@ -45,8 +40,9 @@ from aml_mcp.aml.tools import aml_catalog
 from aml_mcp.aml.tools.service import AmlService
 from aml_mcp.catalog import Catalog
 from aml_mcp.scope_rules import ScopeRule
+from aml_mcp.store.migrations import Migration
 from aml_mcp.store.postgres import PostgresDatabase
-from aml_mcp.store.sqlite import Migration, SqliteDatabase
+from aml_mcp.store.sqlite import SqliteDatabase
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +50,7 @@ class Aml:
     catalog: Catalog
     service: AmlService
     store: NotesBackend
-    migrations: Sequence[Migration] = (Migration(COMPONENT, MIGRATIONS),)
+    migrations: Sequence[Migration] = (sqlite_baselines.MIGRATION,)
     shared_migrations: Sequence[Migration] = ()
     """Tables on the shared PostgreSQL database (the baselines), applied with the app's others."""
     open_store: Callable[[], object] | None = None
@@ -163,11 +159,11 @@ def build_aml(
     if shared is None:
         sqlite_store = SqliteNotes.open(data_dir)
         store, directory = sqlite_store, IdentifierDirectory(sqlite_store.path)
-        baselines = BaselineStore(database)
+        baselines = sqlite_baselines.SqliteBaselines(database)
     else:
         pg_store = PostgresNotes(shared)
         store, directory, open_store = pg_store, PostgresIdentifierDirectory(pg_store), pg_store.open
-        baselines = PostgresBaselineStore(shared)
+        baselines = postgres_baselines.PostgresBaselines(shared)
     casework = CaseWork(
         store,
         load_drafter(settings.drafter),
@@ -197,7 +193,7 @@ def build_aml(
         catalog=aml_catalog(service, settings),
         service=service,
         store=store,
-        shared_migrations=() if shared is None else (POSTGRES_MIGRATION,),
+        shared_migrations=() if shared is None else (postgres_baselines.MIGRATION,),
         open_store=open_store,
         reembed_in_background=settings.reembed_in_background,
     )

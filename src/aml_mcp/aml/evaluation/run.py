@@ -28,10 +28,10 @@ from typing import Any
 import anyio.to_thread
 
 from aml_mcp.aml.demo.corpus import LabelledQuery
-from aml_mcp.aml.evaluation.baselines import Baseline, Baselines
 from aml_mcp.aml.evaluation.fingerprint import combine, note_digest
 from aml_mcp.aml.evaluation.labels import DemoLabels, LabelSet
 from aml_mcp.aml.evaluation.metrics import ndcg_at_k, recall_at_k
+from aml_mcp.aml.evaluation.storage import Baseline, Baselines
 from aml_mcp.aml.notes.storage import NotesBackend
 from aml_mcp.aml.sar.batches import CaseWork, in_slices
 from aml_mcp.aml.sar.checks import CHECKS
