@@ -104,7 +104,7 @@ CREATE TABLE IF NOT EXISTS tenant_vector_spaces (
 """
 
 _FTS_COLUMNS = ("text", "subjects", "identifiers")
-"""FTS5 columns; the `bm25()` weights in `SqliteTenantNotes.lexical` follow this order."""
+"""FTS5 columns; the `bm25()` weights in `SqliteTenantNotes._fts` follow this order."""
 
 
 def _fts_table(tenant_id: int) -> str:
