@@ -29,6 +29,7 @@ from aml_mcp.aml.notes.storage import ForeignIdentifiers, NotesBackend
 from aml_mcp.aml.notes.storage.postgres import PostgresIdentifierDirectory, PostgresNotes
 from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
+from aml_mcp.shared_secrets.storage.postgres import PostgresSecrets
 from aml_mcp.store.postgres import PostgresDatabase
 from tests.support.notes import note_by_id, notes_in_row_order
 from tests.support.postgres import scratch_schema
@@ -409,3 +410,16 @@ def test_one_process_at_a_time_moves_a_bank(notes: Notes) -> None:
     if notes.name == "postgres":
         with notes.another().moving("bank-a") as theirs:
             assert theirs  # released at the end of the move
+
+
+def test_a_first_load_on_one_replica_leaves_a_secret_created_on_another_unblocked() -> None:
+    """The first load's session lock once had the shared secrets' key: while one replica loaded the
+    demo corpus (up to a minute), another creating a secret on the fresh database waited for it."""
+    with scratch_schema() as (url, schema):
+        made: list[bytes] = []
+        other_replica = PostgresSecrets(PostgresDatabase(url, schema=schema))
+        with PostgresNotes(PostgresDatabase(url, schema=schema)) as loading, loading.first_load():
+            creating = threading.Thread(target=lambda: made.append(other_replica.secret("request-state")))
+            creating.start()
+            creating.join(timeout=20)
+            assert len(made) == 1 and len(made[0]) == 32  # created while the load holds its lock
