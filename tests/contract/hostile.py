@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from aml_mcp.store.postgres import storable
+from aml_mcp.store.text import storable
 
 HOSTILE: dict[str, str] = {
     "nul": "\x00",

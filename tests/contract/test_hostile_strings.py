@@ -72,8 +72,9 @@ from aml_mcp.principal import Owner, Principal
 from aml_mcp.shared_secrets.storage import SecretSource
 from aml_mcp.shared_secrets.storage.files import FilesSecrets
 from aml_mcp.shared_secrets.storage.postgres import PostgresSecrets
-from aml_mcp.store.postgres import PostgresDatabase, storable
+from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.store.text import storable
 from aml_mcp.tasks.model import TaskStatus
 from aml_mcp.tasks.storage import Change, LeaseReport, TaskStore, UnstorableTask
 from tests.contract.conftest import Backend

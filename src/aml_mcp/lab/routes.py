@@ -28,7 +28,7 @@ from aml_mcp.lab.settings import LabSettings
 from aml_mcp.lab.simulation import CaseRefused, Simulation, SimulationRate
 from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRule, StaticScopeRule
-from aml_mcp.store.postgres import storable
+from aml_mcp.store.text import storable
 
 AUDIT_METHOD = "lab/audit"
 SIMULATION_METHOD = "lab/simulation"

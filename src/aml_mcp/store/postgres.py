@@ -38,7 +38,6 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from aml_mcp.store.migrations import Migration
-from aml_mcp.store.text import storable as storable  # until every store imports it from there
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from aml_mcp.aml.notes.model import normalise_identifier, normalise_name
-from aml_mcp.store.postgres import storable
+from aml_mcp.store.text import storable
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _CAPITALISED = re.compile(r"^[A-Z][A-Za-z'.-]*$")
