@@ -19,8 +19,8 @@ import pytest
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.tasks.db_clock import DatabaseClock
 from aml_mcp.tasks.model import TaskStatus
-from aml_mcp.tasks.storage import Change
-from aml_mcp.tasks.storage.postgres import CHANNEL, MIGRATION, PostgresTaskStore
+from aml_mcp.tasks.storage import Change, QuotaExceeded, TaskQuota
+from aml_mcp.tasks.storage.postgres import CHANNEL, CREATED_CHANNEL, MIGRATION, PostgresTaskStore
 from tests.support.clocks import OffsetClock
 from tests.support.postgres import scratch_database
 from tests.tasks.factories import owner, record
@@ -154,3 +154,23 @@ async def test_a_process_whose_clock_runs_5s_fast_never_steals_a_live_lease(pg: 
     await anyio.sleep((start + lease_ms + 1 - skewed.now_ms()) / 1000)
     [claimed] = await store.claim("runner-fast", skewed.now_ms(), skewed.now_ms() + lease_ms, 10)
     assert claimed.task_id == task.task_id and claimed.lease_holder == "runner-fast"
+
+
+async def test_a_quota_counted_create_left_for_workers_signals_them_only_when_it_is_stored(
+    pg: PostgresDatabase,
+) -> None:
+    """An API replica's create (unleased, quota counted) wakes idle workers at commit; a refused one
+    wakes nobody. (The signal once read the window count instead of "inserted": the first create of
+    a principal was stored without waking anyone, and workers found it at their next claim poll.)"""
+    store = PostgresTaskStore(pg)
+    quota = TaskQuota(active_per_principal=1, active_per_tenant=10, created_per_principal=5)
+    conn = await psycopg.AsyncConnection.connect(pg.url, autocommit=True, **pg.connect_kwargs())
+    await conn.execute(f"LISTEN {pg.channel(CREATED_CHANNEL)}")
+    try:
+        await store.create(record(owner(subject="first"), now=NOW, holder=None), quota)
+        assert len(await _drain(conn, 1.0)) == 1
+        with pytest.raises(QuotaExceeded):
+            await store.create(record(owner(subject="first"), now=NOW + 1, holder=None), quota)
+        assert await _drain(conn, 0.5) == []
+    finally:
+        await conn.close()

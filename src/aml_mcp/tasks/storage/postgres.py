@@ -178,6 +178,10 @@ def notification_payload(task_id: str, version: int, owner: Owner) -> str:
     return payload
 
 
+_INSERTED = 4
+"""The column of the counted insert's answer that says whether the task was inserted."""
+
+
 def tenant_lock_name(owner: Owner) -> str:
     """What the owner's (issuer, tenant) lock is named in `LockClass.TASKS_TENANT` (its second key is
     `hashtext` of it): length-prefixed, so no two (issuer, tenant) pairs join to the same text, and
@@ -285,7 +289,7 @@ class PostgresTaskStore:
                 )
                 cursor = await conn.execute(counted_insert, params)
                 counted = await cursor.fetchone()
-                if unleased and counted is not None and counted[2]:
+                if unleased and counted is not None and counted[_INSERTED]:
                     await conn.execute("SELECT pg_notify(%s, '')", (self._db.channel(CREATED_CHANNEL),))
         except Exception as exc:
             fault = self._fault(exc)
