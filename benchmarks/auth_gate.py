@@ -25,9 +25,9 @@ from aml_mcp.catalog import ToolRegistry
 from aml_mcp.catalog.tools import ToolSpec
 from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.devauth.wiring import build_dev_auth
+from aml_mcp.persistence import LocalPersistence
 from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
-from aml_mcp.store.sqlite import SqliteDatabase
 
 
 async def _body(arguments: object, ctx: object) -> dict[str, object]:
@@ -50,12 +50,15 @@ async def main(n: int) -> None:
         [ToolSpec(name="t", description="d", input_schema={"type": "object"}, body=_body, scope="aml:read")]
     )  # type: ignore[arg-type]
     rules = ScopeRules({"tools/call": StaticScopeRule(tools.scope_needed)})
-    database = SqliteDatabase(data_dir / "aml-mcp.db")
-    audit = build_audit(database, data_dir=data_dir, to_file=True, to_log=False)
+    persistence = LocalPersistence(data_dir)
+    audit = build_audit(persistence.audit_table(), data_dir=data_dir, to_file=True, to_log=False)
     hierarchy = ScopeHierarchy({})
+    state = persistence.devauth(replay_memory_seconds=settings.auth.dev.refresh_token_ttl_seconds)
     dev = build_dev_auth(
         settings.auth.dev,
-        data_dir=data_dir,
+        store=state.store,
+        keys=state.keys,
+        secrets=persistence.secrets(),
         resource_url=settings.resource_url,
         tenant_claim=settings.auth.tenant_claim,
         hierarchy=hierarchy,
@@ -63,19 +66,16 @@ async def main(n: int) -> None:
     auth = build_auth(
         settings.auth,
         resource_url=settings.resource_url,
-        database=database,
+        revocation_store=persistence.revocations(),
         audit=audit.log.record,
         scope_rules=rules,
         hierarchy=hierarchy,
         default_scopes=lambda: tools.scopes,
         local_issuers=[LocalIssuer(dev.issuer, dev.fetch_jwks)],
     )
-    database.open()
-    for migration in [*audit.migrations, *auth.migrations]:
-        await database.apply(migration)
     minter = dev.minter
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "arguments": {}}}
-    async with audit.running(), dev.running(), auth.running():
+    async with persistence.running(), audit.running(), dev.running(), auth.running():
 
         async def timed(label: str, tokens: list[str | None]) -> None:
             start = time.perf_counter()
@@ -93,7 +93,6 @@ async def main(n: int) -> None:
         ]
         await timed("fresh token (RS256 verify)", list(fresh))
         await timed("no token (401 + audit)", [None] * n)
-    database.close()
 
 
 if __name__ == "__main__":

@@ -84,10 +84,14 @@ def start(kind: str, cpu: int, data_dir: Path) -> tuple[subprocess.Popen[bytes],
 
 
 def token_for(data_dir: Path, port: int) -> str:
+    from aml_mcp.devauth.keys import DevSigningKeys
     from aml_mcp.devauth.wiring import token_minter
 
     minter = token_minter(
-        data_dir, resource_url=f"http://127.0.0.1:{port}/mcp", path="/oauth", tenant_claim="tenant"
+        DevSigningKeys.in_data_dir(data_dir),
+        resource_url=f"http://127.0.0.1:{port}/mcp",
+        path="/oauth",
+        tenant_claim="tenant",
     )
     return minter.mint(
         subject="bench", tenant="bank-a", client_id="bench", scopes=["aml:read"], ttl_seconds=3600

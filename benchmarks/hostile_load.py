@@ -37,6 +37,7 @@ import httpx
 
 from aml_mcp.aml.demo.first_start import load_demo_if_empty
 from aml_mcp.aml.settings import AmlSettings
+from aml_mcp.devauth.keys import DevSigningKeys
 from aml_mcp.devauth.wiring import token_minter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -180,7 +181,12 @@ def main() -> None:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the server did not become ready")
                 time.sleep(0.2)
-            minter = token_minter(data_dir, resource_url=f"{url}/mcp", path="/oauth", tenant_claim="tenant")
+            minter = token_minter(
+                DevSigningKeys.in_data_dir(data_dir),
+                resource_url=f"{url}/mcp",
+                path="/oauth",
+                tenant_claim="tenant",
+            )
             mint = minter.mint
             analyst = mint(subject="alice", tenant="meridian-bank", client_id="b", scopes=["aml:read"]).token
             attacker = mint(subject="bob", tenant="harbour-trust", client_id="b", scopes=["aml:read"]).token

@@ -52,7 +52,7 @@ from aml_mcp.aml.search.engine import SearchHit, SearchRequest
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.aml.tools.search_aml_notes import render_results
 from aml_mcp.aml.wiring import build_aml
-from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.persistence import LocalPersistence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loadgen import free_port
@@ -111,7 +111,11 @@ def _old_render(hits: list[SearchHit], query: str) -> types.CallToolResult:
 
 
 def loop_cpu_per_call(data_dir: Path, rounds: int) -> tuple[list[float], list[float]]:
-    aml = build_aml(AmlSettings(), data_dir=data_dir, database=SqliteDatabase(data_dir / "bench.db"))
+    local = LocalPersistence(data_dir)
+    notes = local.notes()
+    aml = build_aml(
+        AmlSettings(), notes=notes.notes, identifiers=notes.identifiers, baselines=local.baselines()
+    )
     tenant = TENANTS[1].name
     request = SearchRequest(query=WORST_QUERY, top_k=50)
     before: list[float] = []

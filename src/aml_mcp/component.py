@@ -1,9 +1,10 @@
 """The one shape every feature has in the composition root's eyes.
 
-A component brings its database schema (`migrations`), its HTTP routes, the scope rules of the
-methods it serves, and a `running()` context for whatever must live as long as the app (threads,
-clients, open files). `app.py` builds the components, hands each what it needs, and then only
-loops over them: migrations in order, `running()` entered in order and left in reverse.
+A component brings its HTTP routes, the scope rules of the methods it serves, and a `running()`
+context for whatever must live as long as the app (threads, clients, open files). Its state is not
+its own to open: the persistence object (`aml_mcp/persistence.py`) hands it its stores and applies
+their schemas. `app.py` builds the components, hands each what it needs, and then only loops over
+them: `running()` entered in order and left in reverse.
 """
 
 from __future__ import annotations
@@ -17,16 +18,10 @@ from typing import Protocol
 from starlette.routing import BaseRoute
 
 from aml_mcp.scope_rules import ScopeRule
-from aml_mcp.store.sqlite import Migration
 
 
 class Component(Protocol):
     """One feature as the composition root sees it (see the module docstring)."""
-
-    @property
-    def migrations(self) -> Sequence[Migration]:
-        """Schemas in the shared database this component owns, applied before the first request."""
-        ...
 
     @property
     def routes(self) -> Sequence[BaseRoute]:
@@ -39,7 +34,7 @@ class Component(Protocol):
         ...
 
     def running(self) -> AbstractAsyncContextManager[None]:
-        """Entered after every migration ran; left when the app stops."""
+        """Entered once the persistence object is open (every schema applied); left when the app stops."""
         ...
 
 
@@ -47,7 +42,6 @@ class Component(Protocol):
 class Parts:
     """A component with no state of its own to expose: just its parts (for small features)."""
 
-    migrations: Sequence[Migration] = ()
     routes: Sequence[BaseRoute] = ()
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
     lifetime: Callable[[], AbstractAsyncContextManager[None]] | None = None

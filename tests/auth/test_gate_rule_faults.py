@@ -19,10 +19,10 @@ from aml_mcp.auth.wiring import Auth, LocalIssuer, build_auth
 from aml_mcp.config import AuthSettings
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import build_dev_auth
+from aml_mcp.persistence import LocalPersistence
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.errors import storage_unavailable
 from aml_mcp.scope_rules import ScopeRules
-from aml_mcp.store.sqlite import SqliteDatabase
 
 RESOURCE = "http://127.0.0.1:8000/mcp"
 
@@ -42,20 +42,23 @@ def _request(token: str) -> Request:
     )
 
 
-async def _gate(tmp_path: Path, recorded: list[AuditEvent]) -> tuple[Auth, str, SqliteDatabase]:
+async def _gate(tmp_path: Path, recorded: list[AuditEvent]) -> tuple[Auth, str, LocalPersistence]:
     hierarchy = ScopeHierarchy({})
+    local = LocalPersistence(tmp_path)
+    state = local.devauth(replay_memory_seconds=86_400)
     dev = build_dev_auth(
         DevAuthSettings(),
-        data_dir=tmp_path,
+        store=state.store,
+        keys=state.keys,
+        secrets=local.secrets(),
         resource_url=RESOURCE,
         tenant_claim="tenant",
         hierarchy=hierarchy,
     )
-    database = SqliteDatabase(tmp_path / "aml-mcp.db")
     auth = build_auth(
         AuthSettings(),
         resource_url=RESOURCE,
-        database=database,
+        revocation_store=local.revocations(),
         audit=recorded.append,
         scope_rules=ScopeRules({"tasks/get": _store_down, "tasks/cancel": _broken}),
         hierarchy=hierarchy,
@@ -63,7 +66,7 @@ async def _gate(tmp_path: Path, recorded: list[AuditEvent]) -> tuple[Auth, str, 
         local_issuers=[LocalIssuer(dev.issuer, dev.fetch_jwks)],
     )
     token = dev.minter.mint(subject="alice", tenant="bank-a", client_id="c", scopes=["aml:read"]).token
-    return auth, token, database
+    return auth, token, local
 
 
 @pytest.fixture
@@ -81,24 +84,18 @@ async def _admit(auth: Auth, token: str, method: str) -> Response:
 @pytest.mark.anyio
 async def test_an_unavailable_store_is_a_retryable_503_and_audited(tmp_path: Path) -> None:
     recorded: list[AuditEvent] = []
-    auth, token, database = await _gate(tmp_path, recorded)
-    database.open()
-    try:
-        for migration in auth.migrations:
-            await database.apply(migration)
-        async with auth.running():
-            response = await _admit(auth, token, "tasks/get")
-            assert response.status_code == 503
-            assert response.headers["retry-after"] == "2"
-            body = json.loads(bytes(response.body))
-            assert body["id"] == 7
-            assert body["error"]["code"] == -32010
-            assert body["error"]["data"]["retryable"] is True
-            assert recorded[-1].reason == "scope_check_unavailable" and recorded[-1].subject == "alice"
+    auth, token, local = await _gate(tmp_path, recorded)
+    async with local.running(), auth.running():
+        response = await _admit(auth, token, "tasks/get")
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "2"
+        body = json.loads(bytes(response.body))
+        assert body["id"] == 7
+        assert body["error"]["code"] == -32010
+        assert body["error"]["data"]["retryable"] is True
+        assert recorded[-1].reason == "scope_check_unavailable" and recorded[-1].subject == "alice"
 
-            response = await _admit(auth, token, "tasks/cancel")
-            assert response.status_code == 500
-            assert json.loads(bytes(response.body))["error"]["code"] == -32603
-            assert recorded[-1].reason == "scope_check_failed"
-    finally:
-        database.close()
+        response = await _admit(auth, token, "tasks/cancel")
+        assert response.status_code == 500
+        assert json.loads(bytes(response.body))["error"]["code"] == -32603
+        assert recorded[-1].reason == "scope_check_failed"

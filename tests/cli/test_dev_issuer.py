@@ -11,10 +11,11 @@ import pytest
 
 from aml_mcp.cli import main as cli_main
 from aml_mcp.devauth.wiring import service_client_secret
+from aml_mcp.shared_secrets.storage.files import FilesSecrets
 
 
 def test_client_secret_command_prints_the_service_clients_secret(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli_main(["devauth", "client-secret", "--data-dir", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.strip() == service_client_secret(tmp_path)
+    assert capsys.readouterr().out.strip() == service_client_secret(FilesSecrets(tmp_path / "keys"))

@@ -39,8 +39,7 @@ from aml_mcp.aml.notes.model import (
 )
 from aml_mcp.aml.notes.storage import ForeignIdentifiers, NotesBackend, TenantNoteAccess
 from aml_mcp.aml.notes.storage.postgres import PostgresIdentifierDirectory, PostgresNotes
-from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
-from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
+from aml_mcp.aml.notes.storage.sqlite import SqliteIdentifierDirectory, SqliteNotes
 from aml_mcp.audit import AuditEvent, Decision
 from aml_mcp.audit.log import AuditSink
 from aml_mcp.audit.storage import AuditReader, BankQuery, prepare_row
@@ -377,7 +376,7 @@ def notes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Notes]:
         store = SqliteNotes.open(tmp_path)
         try:
             store.tenant("bank-a").replace_notes(SEED, _vectors(len(SEED)), space=SPACE)
-            yield Notes(store, IdentifierDirectory(store.path))
+            yield Notes(store, SqliteIdentifierDirectory(store.path))
         finally:
             store.close()
         return

@@ -27,8 +27,7 @@ from aml_mcp.aml.notes.model import (
 )
 from aml_mcp.aml.notes.storage import ForeignIdentifiers, NotesBackend
 from aml_mcp.aml.notes.storage.postgres import PostgresIdentifierDirectory, PostgresNotes
-from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
-from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
+from aml_mcp.aml.notes.storage.sqlite import SqliteIdentifierDirectory, SqliteNotes
 from aml_mcp.shared_secrets.storage.postgres import PostgresSecrets
 from aml_mcp.store.postgres import PostgresDatabase
 from tests.support.notes import note_by_id, notes_in_row_order
@@ -60,7 +59,7 @@ def notes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Notes]:
         first = SqliteNotes.open(tmp_path)
         opened.append(first)
         try:
-            yield Notes("sqlite", first, IdentifierDirectory(first.path), sqlite_store)
+            yield Notes("sqlite", first, SqliteIdentifierDirectory(first.path), sqlite_store)
         finally:
             for store in opened:
                 store.close()

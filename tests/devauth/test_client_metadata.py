@@ -9,6 +9,7 @@ from typing import Any
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.wiring import build_dev_auth
+from aml_mcp.persistence import LocalPersistence
 
 CLIENT_ID = "https://app.example/oauth/client.json"
 
@@ -20,9 +21,13 @@ def _server(tmp_path: Path, documents: dict[str, Any], fetched: list[str]) -> An
             raise LookupError(url)
         return dict(documents[url])
 
+    local = LocalPersistence(tmp_path)
+    state = local.devauth(replay_memory_seconds=86_400)
     dev = build_dev_auth(
         DevAuthSettings(),
-        data_dir=tmp_path,
+        store=state.store,
+        keys=state.keys,
+        secrets=local.secrets(),
         resource_url="http://127.0.0.1:8000/mcp",
         tenant_claim="tenant",
         hierarchy=ScopeHierarchy({}),

@@ -16,6 +16,7 @@ import pytest
 
 from aml_mcp.cli import main as cli_main
 from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, service_client_secret
+from aml_mcp.shared_secrets.storage.files import FilesSecrets
 from tests.support.oauth import SecuredServer, approve, consent_form, secured_server
 from tests.support.scoped_catalog import scoped_catalog
 
@@ -177,7 +178,7 @@ def test_users_grant_only_scopes_they_hold(server: SecuredServer, meta: dict[str
 
 
 def test_client_credentials_for_the_service_client(server: SecuredServer, meta: dict[str, Any]) -> None:
-    secret = service_client_secret(server.data_dir)
+    secret = service_client_secret(FilesSecrets(server.data_dir / "keys"))
     granted = server.http.post(
         meta["token_endpoint"],
         data={"grant_type": "client_credentials", "scope": "aml:read", "resource": server.resource},

@@ -9,8 +9,8 @@ import anyio
 import psycopg
 import pytest
 
+from aml_mcp.store.migrations import Migration
 from aml_mcp.store.postgres import PoolBudget, PostgresDatabase, redacted, storage_fault
-from aml_mcp.store.sqlite import Migration
 from aml_mcp.tasks.storage import StorageUnavailable
 from aml_mcp.tasks.storage.postgres import MIGRATION, PostgresTaskStore
 from tests.support.postgres import scratch_database, scratch_schema

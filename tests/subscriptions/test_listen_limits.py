@@ -22,9 +22,8 @@ from mcp_types import ClientCapabilities
 
 from aml_mcp.catalog import ToolRegistry
 from aml_mcp.conformance.fixtures import fixture_catalog
+from aml_mcp.persistence import LocalPersistence
 from aml_mcp.principal import Principal
-from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.subscriptions.bus import LocalEventBus
 from aml_mcp.subscriptions.filters import MAX_TASK_IDS, accept
 from aml_mcp.subscriptions.listen import listen_scope_rule
 from aml_mcp.tasks.settings import TaskSettings
@@ -155,18 +154,16 @@ class CountingLookup:
 
 @pytest.mark.anyio
 async def test_an_oversized_filter_costs_no_lookup_at_the_gate_or_in_the_handler(tmp_path: Path) -> None:
-    database = SqliteDatabase(tmp_path / "aml-mcp.db")
-    database.open()
-    try:
+    local = LocalPersistence(tmp_path)
+    storage = local.tasks(poll_interval_ms=TaskSettings().poll_interval_ms, clock=None, observe=None)
+    async with local.running():
         tasks = build_tasks(
             TaskSettings(),
-            database=database,
+            store=storage.store,
+            clock=storage.clock,
             tools=ToolRegistry(),
             audit=lambda event: None,
-            bus=LocalEventBus(),
         )
-        for migration in tasks.migrations:
-            await database.apply(migration)
         lookup = CountingLookup(tasks.following)
         principal = Principal("https://issuer.example", "dave", "bank-a", "client")
         ids = [f"task-{index}" for index in range(MAX_TASK_IDS + 1)]
@@ -189,5 +186,3 @@ async def test_an_oversized_filter_costs_no_lookup_at_the_gate_or_in_the_handler
         params = {"notifications": {"taskIds": mixed}, "_meta": envelope(WITH_TASKS)}
         assert await listen_scope_rule(lookup)(params, principal) == frozenset()
         assert lookup.calls == 1
-    finally:
-        database.close()

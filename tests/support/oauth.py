@@ -64,8 +64,8 @@ from aml_mcp.catalog import Catalog
 from aml_mcp.config import AuthSettings, Settings
 from aml_mcp.devauth.minting import MintedToken
 from aml_mcp.devauth.settings import DevAuthSettings
-from aml_mcp.devauth.wiring import signing_keys, token_minter
-from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.devauth.wiring import token_minter
+from aml_mcp.persistence import open_persistence
 from tests.support.asgi import DEFAULT_PORT, InProcessServer
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import message, post
@@ -328,15 +328,12 @@ class SecuredServer:
     ) -> MintedToken:
         """A token signed by the development issuer's key: the one in this server's data directory,
         or with `database_url` set the one every replica on that database signs with."""
-        url = self.settings.database_url
-        shared = PostgresDatabase(url, schema=self.settings.database_schema) if url is not None else None
-        with signing_keys(self.data_dir, shared) as keys:
+        with open_persistence(self.settings).signing_keys() as keys:
             minter = token_minter(
-                self.data_dir,
+                keys,
                 resource_url=self.resource,
                 path=self.settings.auth.dev.path,
                 tenant_claim=self.settings.auth.tenant_claim,
-                keys=keys,
             )
             return minter.mint(
                 subject=subject,

@@ -18,9 +18,8 @@ import pytest
 
 from aml_mcp.catalog import ToolRegistry
 from aml_mcp.conformance.fixtures import fixture_catalog
+from aml_mcp.persistence import LocalPersistence
 from aml_mcp.principal import Principal
-from aml_mcp.store.sqlite import SqliteDatabase
-from aml_mcp.subscriptions.bus import LocalEventBus
 from aml_mcp.subscriptions.listen import listen_scope_rule
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.wiring import build_tasks
@@ -113,18 +112,16 @@ def test_listen_task_ids_that_are_not_strings_are_invalid_params_and_the_decisio
 @pytest.mark.anyio
 async def test_the_gate_rules_never_look_up_what_cannot_be_a_task_id(tmp_path: Path) -> None:
     """Behind the edge, on the real task store: no id that SQLite cannot bind ever reaches it."""
-    database = SqliteDatabase(tmp_path / "aml-mcp.db")
-    database.open()
-    try:
+    local = LocalPersistence(tmp_path)
+    storage = local.tasks(poll_interval_ms=TaskSettings().poll_interval_ms, clock=None, observe=None)
+    async with local.running():
         tasks = build_tasks(
             TaskSettings(),
-            database=database,
+            store=storage.store,
+            clock=storage.clock,
             tools=ToolRegistry(),
             audit=lambda event: None,
-            bus=LocalEventBus(),
         )
-        for migration in tasks.migrations:
-            await database.apply(migration)
         principal = Principal("https://issuer.example", "erin", "bank-a", "client")
         meta = envelope(WITH_TASKS)
         for method in METHODS:
@@ -134,5 +131,3 @@ async def test_the_gate_rules_never_look_up_what_cannot_be_a_task_id(tmp_path: P
         listen = listen_scope_rule(tasks.following)
         items = ["\ud800", [], {}, [1], "x" * 5000, "", "unknown-id"]
         assert await listen({"notifications": {"taskIds": items}, "_meta": meta}, principal) == frozenset()
-    finally:
-        database.close()

@@ -1,12 +1,11 @@
 """Assembles the AML tools for the composition root: `build_aml(settings, ...) -> Aml`.
 
-`build_aml` picks the notes store and the baselines: SQLite in the data directory by default, or,
-given the `shared` PostgreSQL database of a scaled-out deployment, `PostgresNotes` and
-`PostgresBaselines` there, so every replica searches the same notes and compares with the
-same baselines. It assembles drafter, checks, evaluation and search, and returns a `Component`
-(the baseline table's schema; a lifetime that opens or checks the notes store and loads the
-embedder at start-up and closes the notes store at shutdown) with the catalog to serve,
-`notes_problem` for the readiness probe and `progress_gauges` for the metrics.
+`build_aml` is handed the notes and the baselines by the persistence object (the data directory's,
+or the PostgreSQL database every replica shares, so every replica searches the same notes and
+compares with the same baselines). It assembles drafter, checks, evaluation and search, and returns
+a `Component` (a lifetime that opens or checks the notes store and loads the embedder at start-up
+and closes the notes store at shutdown) with the catalog to serve, `notes_problem` for the
+readiness probe and `progress_gauges` for the metrics.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import contextlib
 import importlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import anyio.to_thread
 from starlette.routing import BaseRoute
@@ -23,16 +21,11 @@ from starlette.routing import BaseRoute
 from aml_mcp.aml.evaluation.labels import DemoLabels
 from aml_mcp.aml.evaluation.run import Evaluator
 from aml_mcp.aml.evaluation.storage import Baselines
-from aml_mcp.aml.evaluation.storage import postgres as postgres_baselines
-from aml_mcp.aml.evaluation.storage import sqlite as sqlite_baselines
 from aml_mcp.aml.notes.storage import ForeignIdentifiers, NotesBackend
-from aml_mcp.aml.notes.storage.postgres import PostgresIdentifierDirectory, PostgresNotes
-from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
 from aml_mcp.aml.reembedding import BackgroundReembedding, Progress
 from aml_mcp.aml.sar.batches import CaseWork
 from aml_mcp.aml.sar.checks import CheckSuite
 from aml_mcp.aml.sar.draft import TYPOLOGY_LABELS, Drafter, TemplateDrafter
-from aml_mcp.aml.sar.foreign_ids import IdentifierDirectory
 from aml_mcp.aml.search.choice import load_embedders
 from aml_mcp.aml.search.engine import NoteSearch
 from aml_mcp.aml.settings import AmlSettings
@@ -40,9 +33,6 @@ from aml_mcp.aml.tools import aml_catalog
 from aml_mcp.aml.tools.service import AmlService
 from aml_mcp.catalog import Catalog
 from aml_mcp.scope_rules import ScopeRule
-from aml_mcp.store.migrations import Migration
-from aml_mcp.store.postgres import PostgresDatabase
-from aml_mcp.store.sqlite import SqliteDatabase
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +40,8 @@ class Aml:
     catalog: Catalog
     service: AmlService
     store: NotesBackend
-    migrations: Sequence[Migration] = (sqlite_baselines.MIGRATION,)
-    shared_migrations: Sequence[Migration] = ()
-    """Tables on the shared PostgreSQL database (the baselines), applied with the app's others."""
     open_store: Callable[[], object] | None = None
-    """Connects the notes store and brings its tables up to date (PostgreSQL), at start-up."""
+    """Connects the notes store (blocking, so off the event loop) as the app starts."""
     routes: Sequence[BaseRoute] = ()
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
     reembed_in_background: bool = True
@@ -147,23 +134,14 @@ def load_drafter(path: str | None) -> Drafter:
 def build_aml(
     settings: AmlSettings,
     *,
-    data_dir: Path,
-    database: SqliteDatabase,
-    shared: PostgresDatabase | None = None,
+    notes: NotesBackend,
+    identifiers: ForeignIdentifiers,
+    baselines: Baselines,
+    start_notes: Callable[[], object] | None = None,
 ) -> Aml:
-    """The AML tools on the notes and baselines of `data_dir`, or of `shared` when given."""
-    store: NotesBackend
-    directory: ForeignIdentifiers
-    baselines: Baselines
-    open_store: Callable[[], object] | None = None
-    if shared is None:
-        sqlite_store = SqliteNotes.open(data_dir)
-        store, directory = sqlite_store, IdentifierDirectory(sqlite_store.path)
-        baselines = sqlite_baselines.SqliteBaselines(database)
-    else:
-        pg_store = PostgresNotes(shared)
-        store, directory, open_store = pg_store, PostgresIdentifierDirectory(pg_store), pg_store.open
-        baselines = postgres_baselines.PostgresBaselines(shared)
+    """The AML tools on `notes` and `baselines` (from the persistence object: the data directory's,
+    or the database every replica shares). `start_notes` connects the notes as the app starts."""
+    store, directory = notes, identifiers
     casework = CaseWork(
         store,
         load_drafter(settings.drafter),
@@ -193,7 +171,6 @@ def build_aml(
         catalog=aml_catalog(service, settings),
         service=service,
         store=store,
-        shared_migrations=() if shared is None else (postgres_baselines.MIGRATION,),
-        open_store=open_store,
+        open_store=start_notes,
         reembed_in_background=settings.reembed_in_background,
     )

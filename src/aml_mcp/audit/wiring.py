@@ -22,18 +22,14 @@ from aml_mcp.audit.sinks import (
     JsonLinesSink,
     LoggerSink,
 )
-from aml_mcp.audit.storage.sqlite import MIGRATION, SqliteAuditTable
 from aml_mcp.scope_rules import ScopeRule
-from aml_mcp.store.migrations import Migration
-from aml_mcp.store.sqlite import SqliteDatabase
 
 
 @dataclass(frozen=True, slots=True)
 class AuditTrail:
-    """The audit log as a `Component`: its table, and a flush-and-close when the app stops."""
+    """The audit log as a `Component`: a flush-and-close when the app stops."""
 
     log: AuditLog
-    migrations: Sequence[Migration] = (MIGRATION,)
     routes: Sequence[BaseRoute] = ()
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
 
@@ -46,7 +42,7 @@ class AuditTrail:
 
 
 def build_audit(
-    database: SqliteDatabase,
+    table: AuditSink,
     *,
     data_dir: Path,
     to_file: bool,
@@ -56,13 +52,10 @@ def build_audit(
     anonymous_window_seconds: float = DEFAULT_WINDOW_SECONDS,
     anonymous_max_distinct: int = DEFAULT_MAX_DISTINCT,
     flush_seconds: float = 0.1,
-    table: AuditSink | None = None,
 ) -> AuditTrail:
-    """Events go to the database table, and optionally to `DATA_DIR/audit.jsonl` and a logger.
-
-    `table` replaces the SQLite file's table (replicas write the shared database's).
-    """
-    sinks: list[AuditSink] = [table if table is not None else SqliteAuditTable(database)]
+    """Events go to `table` (the persistence object's: the SQLite file's, or the one every replica
+    writes), and optionally to `DATA_DIR/audit.jsonl` and a logger."""
+    sinks: list[AuditSink] = [table]
     if to_file:
         path = data_dir / AUDIT_FILE_NAME
         sinks.append(JsonLinesSink(path, max_bytes=file_max_bytes, backups=file_backups))

@@ -35,13 +35,10 @@ from aml_mcp.auth.revocation import RevocationList
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.settings import ResourceServerSettings
 from aml_mcp.auth.storage import RevocationStore
-from aml_mcp.auth.storage.sqlite import MIGRATION, SqliteRevocationStore
 from aml_mcp.auth.verifier import TokenVerifier
 from aml_mcp.http.endpoint import Admission, OpenAdmission
 from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRule, ScopeRules
-from aml_mcp.store.migrations import Migration
-from aml_mcp.store.sqlite import SqliteDatabase
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +80,6 @@ class Auth:
     """Every `iss` a token may carry here (JWT issuers, then the introspection issuer)."""
     issuer_keys: list[IssuerKeys] = field(default_factory=list)
     http: _HttpClient = field(default_factory=_HttpClient)
-    migrations: Sequence[Migration] = (MIGRATION,)
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
 
     @property
@@ -116,21 +112,20 @@ def build_auth(
     settings: ResourceServerSettings,
     *,
     resource_url: str,
-    database: SqliteDatabase,
+    revocation_store: RevocationStore,
     audit: AuditRecorder,
     scope_rules: ScopeRules,
     hierarchy: ScopeHierarchy,
     default_scopes: Callable[[], Iterable[str]],
     local_issuers: Sequence[LocalIssuer] = (),
-    revocation_store: RevocationStore | None = None,
 ) -> Auth:
     """The resource server described by `settings` (or the open admission when it is off).
 
     `default_scopes` is read whenever the metadata document is served, unless `scopes_supported`
-    is configured: the served catalog's tool scopes. `revocation_store` defaults to the SQLite file.
+    is configured: the served catalog's tool scopes. `revocation_store` is the persistence object's.
     """
     revocations = RevocationList(
-        revocation_store or SqliteRevocationStore(database),
+        revocation_store,
         refresh_seconds=settings.revocation_refresh_seconds,
     )
     if not settings.enabled:

@@ -11,30 +11,21 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from aml_mcp.cli.options import data_options, open_shared_database, settings_from
+from aml_mcp.cli.options import data_options, settings_from
 
 if TYPE_CHECKING:
     from aml_mcp.config import Settings
 
 
 async def _tail(settings: Settings, limit: int) -> list[dict[str, Any]]:
-    """From the trail the server writes: the shared table on PostgreSQL (every replica's
-    decisions), else the data directory's."""
-    from aml_mcp.audit.storage import postgres as postgres_audit
-    from aml_mcp.audit.storage.postgres import PostgresAuditReader
-    from aml_mcp.audit.storage.sqlite import AUDIT_COMPONENT, AUDIT_MIGRATIONS, recent_events
-    from aml_mcp.store.sqlite import SqliteDatabase
+    """From the trail the server writes (the persistence object's: the shared table on PostgreSQL,
+    every replica's decisions, else the data directory's)."""
+    from aml_mcp.persistence import open_persistence
 
-    async with open_shared_database(settings, [postgres_audit.MIGRATION]) as shared:
-        if shared is not None:
-            return await PostgresAuditReader(shared).recent_events(limit)
-    database = SqliteDatabase(settings.ensure_data_dir() / "aml-mcp.db")
-    database.open()
-    try:
-        await database.migrate(AUDIT_COMPONENT, AUDIT_MIGRATIONS)
-        return recent_events(database, limit)
-    finally:
-        database.close()
+    persistence = open_persistence(settings)
+    trail = persistence.audit_reader()
+    async with persistence.running():
+        return await trail.recent_events(limit)
 
 
 def _audit_tail(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aml_mcp.cli.options import data_options, settings_from, shared_database
+from aml_mcp.cli.options import data_options, settings_from
 
 if TYPE_CHECKING:
     from aml_mcp.aml.notes.storage import NotesBackend
@@ -17,29 +17,26 @@ if TYPE_CHECKING:
 
 @contextlib.contextmanager
 def open_notes(settings: Settings) -> Iterator[NotesBackend]:
-    """The notes store the server with these settings serves: the shared PostgreSQL one when
-    `database_url` is set (tables created if missing), else SQLite in the data directory."""
-    from aml_mcp.aml.notes.storage.postgres import PostgresNotes
-    from aml_mcp.aml.notes.storage.sqlite import SqliteNotes
+    """The notes store the server with these settings serves (the persistence object's: the shared
+    PostgreSQL one when `database_url` is set, tables created if missing, else the data directory's)."""
+    from aml_mcp.persistence import open_persistence
 
-    database = shared_database(settings)
-    if database is None:
-        with SqliteNotes.open(settings.ensure_data_dir()) as local:
-            yield local
-        return
-    with PostgresNotes(database, max_connections=2) as shared:
-        yield shared
+    storage = open_persistence(settings).notes()
+    try:
+        storage.start()
+        yield storage.notes
+    finally:
+        storage.notes.close()
 
 
 def _ingest(args: argparse.Namespace) -> int:
     from aml_mcp.aml.ingest import run_ingest
 
     settings = settings_from(args)
-    data_dir = settings.ensure_data_dir()
-    if settings.database_url is None:
-        return run_ingest(args.file, args.tenant, data_dir, embedder=settings.aml.embedder)
     with open_notes(settings) as store:
-        return run_ingest(args.file, args.tenant, data_dir, embedder=settings.aml.embedder, store=store)
+        return run_ingest(
+            args.file, args.tenant, settings.ensure_data_dir(), embedder=settings.aml.embedder, store=store
+        )
 
 
 def _reembed(args: argparse.Namespace) -> int:

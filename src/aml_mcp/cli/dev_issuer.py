@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from aml_mcp.cli.options import data_options, settings_from, shared_database
+from aml_mcp.cli.options import data_options, settings_from
 
 SERVICE_CLIENT_ID = "aml-mcp-service"
 """`aml_mcp.devauth.wiring.SERVICE_CLIENT_ID`, for the help text only (a test keeps them equal):
@@ -17,19 +17,18 @@ the development issuer is imported when a command runs, not when its arguments a
 
 
 def _rotate(args: argparse.Namespace) -> int:
-    from aml_mcp.devauth.wiring import signing_keys
+    from aml_mcp.persistence import open_persistence
 
-    settings = settings_from(args)
-    with signing_keys(settings.ensure_data_dir(), shared_database(settings)) as keys:
+    with open_persistence(settings_from(args)).signing_keys() as keys:
         print(f"new signing key {keys.rotate()}; JWKS now publishes {len(keys.jwks()['keys'])} keys")
     return 0
 
 
 def _client_secret(args: argparse.Namespace) -> int:
     from aml_mcp.devauth.wiring import service_client_secret
+    from aml_mcp.persistence import open_persistence
 
-    settings = settings_from(args)
-    print(service_client_secret(settings.ensure_data_dir(), shared_database(settings)))
+    print(service_client_secret(open_persistence(settings_from(args)).secrets()))
     return 0
 
 

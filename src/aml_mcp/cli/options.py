@@ -8,15 +8,11 @@ server).
 from __future__ import annotations
 
 import argparse
-import contextlib
-from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from aml_mcp.config import Settings
-    from aml_mcp.store.migrations import Migration
-    from aml_mcp.store.postgres import PostgresDatabase
 
 
 def data_options() -> argparse.ArgumentParser:
@@ -57,36 +53,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
         database_url=getattr(args, "database_url", None),
         public_url=getattr(args, "public_url", None),
     )
-
-
-def shared_database(settings: Settings) -> PostgresDatabase | None:
-    """The deployment's shared PostgreSQL database (`--database-url`, `database_url`), not yet
-    opened, or None when the state is in the data directory."""
-    from aml_mcp.store.postgres import PostgresDatabase
-
-    if settings.database_url is None:
-        return None
-    return PostgresDatabase(settings.database_url, schema=settings.database_schema)
-
-
-@contextlib.asynccontextmanager
-async def open_shared_database(
-    settings: Settings, migrations: Sequence[Migration]
-) -> AsyncIterator[PostgresDatabase | None]:
-    """The shared database open and brought up to date for the block, or None without one: an
-    operator's command on a scaled-out deployment (`revoke`, `audit tail`) acts on what the
-    replicas share, not on a data directory no replica reads."""
-    database = shared_database(settings)
-    if database is None:
-        yield None
-        return
-    await database.open()
-    try:
-        for migration in migrations:
-            await database.apply(migration)
-        yield database
-    finally:
-        await database.close()
 
 
 def served_url(settings: Settings, args: argparse.Namespace) -> str:

@@ -14,15 +14,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from aml_mcp.cli.options import (
-    address_options,
-    data_options,
-    open_shared_database,
-    served_url,
-    settings_from,
-    shared_database,
-    trusted_issuers,
-)
+from aml_mcp.cli.options import address_options, data_options, served_url, settings_from, trusted_issuers
 from aml_mcp.cli.startup import EXIT_SETTINGS
 
 if TYPE_CHECKING:
@@ -31,18 +23,17 @@ if TYPE_CHECKING:
 
 
 def _token(args: argparse.Namespace) -> int:
-    from aml_mcp.devauth.wiring import CLI_CLIENT_ID, signing_keys, token_minter
+    from aml_mcp.devauth.wiring import CLI_CLIENT_ID, token_minter
+    from aml_mcp.persistence import open_persistence
 
     settings = settings_from(args)
-    data_dir = settings.ensure_data_dir()
     # With a database URL, the key every replica on that database signs with and trusts.
-    with signing_keys(data_dir, shared_database(settings)) as keys:
+    with open_persistence(settings).signing_keys() as keys:
         minter = token_minter(
-            data_dir,
+            keys,
             resource_url=served_url(settings, args),
             path=settings.auth.dev.path,
             tenant_claim=settings.auth.tenant_claim,
-            keys=keys,
         )
         minted = minter.mint(
             subject=args.subject,
@@ -62,21 +53,12 @@ async def _with_revocations(settings: Settings, args: argparse.Namespace) -> int
     """The revocation list the server reads: the shared one on PostgreSQL (every replica enforces
     a change at once, by NOTIFY), else the data directory's."""
     from aml_mcp.auth.revocation import RevocationList
-    from aml_mcp.auth.storage import postgres as postgres_revocations
-    from aml_mcp.auth.storage.postgres import PostgresRevocationStore
-    from aml_mcp.auth.storage.sqlite import REVOCATION_COMPONENT, REVOCATION_MIGRATIONS, SqliteRevocationStore
-    from aml_mcp.store.sqlite import SqliteDatabase
+    from aml_mcp.persistence import open_persistence
 
-    async with open_shared_database(settings, [postgres_revocations.MIGRATION]) as shared:
-        if shared is not None:
-            return await _change_revocations(RevocationList(PostgresRevocationStore(shared)), args)
-    database = SqliteDatabase(settings.ensure_data_dir() / "aml-mcp.db")
-    database.open()
-    try:
-        await database.migrate(REVOCATION_COMPONENT, REVOCATION_MIGRATIONS)
-        return await _change_revocations(RevocationList(SqliteRevocationStore(database)), args)
-    finally:
-        database.close()
+    persistence = open_persistence(settings)
+    store = persistence.revocations()
+    async with persistence.running():
+        return await _change_revocations(RevocationList(store), args)
 
 
 async def _change_revocations(revocations: RevocationList, args: argparse.Namespace) -> int:

@@ -4,9 +4,9 @@ The issuer is a `Component` (its routes; its state, closed when the app stops) t
 composition root builds first and then hands to the resource server as a trusted local issuer.
 
 Its state — clients, codes, refresh tokens, signing keys, the service client's secret and the
-consent form's key — lives in the data directory on one host, or, when the app shares a PostgreSQL
-database (`shared`), in that database: then every replica redeems what any other issued, signs
-with the same key and publishes the same JWKS (`DevAuthState`).
+consent form's key — comes from the persistence object: the data directory on one host, or the
+PostgreSQL database replicas share, where every replica redeems what any other issued, signs with
+the same key and publishes the same JWKS.
 
 The resource server is built after the issuer (it trusts the issuer's keys), and the issuer then
 hands the access tokens of grant families a replay revoked to the resource server's revocation
@@ -16,9 +16,8 @@ list: the composition root connects them with `DevAuth.revoke_into(...)`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -36,14 +35,9 @@ from aml_mcp.devauth.revocations import CLOCK_SLACK_SECONDS, FamilyRevocations
 from aml_mcp.devauth.routes import DevAuthRoutes
 from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.devauth.storage import DevAuthStore, DevClient, digest
-from aml_mcp.devauth.storage.postgres import PostgresDevAuthStore, PostgresKeyStorage, open_database
-from aml_mcp.devauth.storage.sqlite import SqliteDevAuthStore
 from aml_mcp.devauth.users import UserDirectory
 from aml_mcp.scope_rules import ScopeRule
-from aml_mcp.shared_secrets.storage.files import load_or_create_secret
-from aml_mcp.shared_secrets.storage.postgres import PostgresSecrets
-from aml_mcp.store.migrations import Migration
-from aml_mcp.store.postgres import PostgresDatabase
+from aml_mcp.shared_secrets.storage import SecretSource
 
 CLI_CLIENT_ID = "aml-mcp-cli"
 """Pre-registered public client (authorization code + PKCE) for command-line tools on the user's
@@ -63,61 +57,10 @@ SERVICE_SECRET_NAME = "devauth-service-client"  # noqa: S105 (a name, not a secr
 FORM_SECRET_NAME = "devauth-form"  # noqa: S105
 
 
-def service_client_secret(data_dir: Path, shared: PostgresDatabase | None = None) -> str:
-    """The pre-registered service client's secret: in the data directory, or shared by every replica
-    on `shared` (each replica stores its digest, so they must all agree on it)."""
-    if shared is not None:
-        return PostgresSecrets(shared).secret(SERVICE_SECRET_NAME).hex()
-    return load_or_create_secret(data_dir / "keys" / f"{SERVICE_SECRET_NAME}.secret").hex()
-
-
-def _form_secret(data_dir: Path, shared: PostgresDatabase | None) -> bytes:
-    """The consent form's MAC key: a login page served by one replica may be posted to another."""
-    if shared is not None:
-        return PostgresSecrets(shared).secret(FORM_SECRET_NAME)
-    return load_or_create_secret(data_dir / "keys" / f"{FORM_SECRET_NAME}.key")
-
-
-@dataclass
-class DevAuthState:
-    """Where the issuer keeps what it must remember: its store and its signing keys."""
-
-    store: DevAuthStore
-    keys: DevSigningKeys
-
-    def close(self) -> None:
-        self.store.close()
-
-
-def open_state(
-    data_dir: Path, *, shared: PostgresDatabase | None = None, replay_memory_seconds: float = 86_400.0
-) -> DevAuthState:
-    """The issuer's store and keys: files in `data_dir`, or tables in `shared` (created if missing;
-    an unreachable database raises here, so a server does not start half-shared)."""
-    if shared is None:
-        return DevAuthState(
-            SqliteDevAuthStore(data_dir / "devauth.db", replay_memory_seconds=replay_memory_seconds),
-            DevSigningKeys.in_data_dir(data_dir),
-        )
-    database = open_database(shared)
-    return DevAuthState(
-        PostgresDevAuthStore(database, replay_memory_seconds=replay_memory_seconds),
-        DevSigningKeys(PostgresKeyStorage(database)),
-    )
-
-
-@contextlib.contextmanager
-def signing_keys(data_dir: Path, shared: PostgresDatabase | None = None) -> Iterator[DevSigningKeys]:
-    """Just the signing keys, for a command (`aml-mcp token`, `aml-mcp devauth rotate-keys`), closed
-    on exit: the data directory's, or those every replica on `shared` signs with."""
-    if shared is None:
-        yield DevSigningKeys.in_data_dir(data_dir)
-        return
-    database = open_database(shared, max_size=1)
-    try:
-        yield DevSigningKeys(PostgresKeyStorage(database))
-    finally:
-        database.close()
+def service_client_secret(secrets: SecretSource) -> str:
+    """The pre-registered service client's secret: every replica stores its digest, so they must all
+    read the same one (the persistence object's secrets are the data directory's, or shared)."""
+    return secrets.secret(SERVICE_SECRET_NAME).hex()
 
 
 @dataclass
@@ -132,7 +75,6 @@ class DevAuth:
     routes: Sequence[BaseRoute]
     service_secret: str
     family_revocations: FamilyRevocations
-    migrations: Sequence[Migration] = ()
     scope_rules: Mapping[str, ScopeRule] = field(default_factory=dict)
 
     def revoke_into(self, revocations: RevocationList) -> None:
@@ -159,17 +101,15 @@ class DevAuth:
 
 
 def token_minter(
-    data_dir: Path,
+    keys: DevSigningKeys,
     *,
     resource_url: str,
     path: str,
     tenant_claim: str,
-    keys: DevSigningKeys | None = None,
 ) -> TokenMinter:
-    """Just the minter (for `aml-mcp token` and tests): signs with `keys`, by default the data
-    directory's dev keys."""
+    """Just the minter (for `aml-mcp token` and tests): signs with `keys`."""
     return TokenMinter(
-        keys if keys is not None else DevSigningKeys.in_data_dir(data_dir),
+        keys,
         issuer=dev_issuer(resource_url, path),
         default_audience=resource_url,
         tenant_claim=tenant_claim,
@@ -205,61 +145,58 @@ def client_metadata_documents(
 def build_dev_auth(
     settings: DevAuthSettings,
     *,
-    data_dir: Path,
+    store: DevAuthStore,
+    keys: DevSigningKeys,
+    secrets: SecretSource,
     resource_url: str,
     tenant_claim: str,
     hierarchy: ScopeHierarchy,
     users: UserDirectory | None = None,
     fetch_client_metadata: DocumentSource | Literal["network"] | None = NETWORK,
     preregistered: Sequence[DevClient] = (),
-    shared: PostgresDatabase | None = None,
     token_leeway_seconds: int = 30,
 ) -> DevAuth:
-    """The issuer, its store and routes. `fetch_client_metadata` is where Client ID Metadata
-    Documents come from: the network (default), another source (tests), or None to refuse them.
-    With `shared`, the state is in that database (every replica on it issues and redeems alike).
-    `token_leeway_seconds` is how long past its expiry the resource server still accepts a token:
-    a revocation of one must outlast it."""
-    users = users or UserDirectory()
-    state = open_state(data_dir, shared=shared, replay_memory_seconds=settings.refresh_token_ttl_seconds)
+    """The issuer on `store` and `keys` (from the persistence object: the data directory's, or the
+    database every replica shares, so any replica redeems what another issued and all sign alike),
+    its routes. `fetch_client_metadata` is where Client ID Metadata Documents come from: the network
+    (default), another source (tests), or None to refuse them. `token_leeway_seconds` is how long
+    past its expiry the resource server still accepts a token: a revocation of one must outlast it.
+    The store is closed with the component (or here, if assembling fails)."""
     try:
         return _assemble(
             settings,
-            state,
-            data_dir=data_dir,
+            store,
+            keys,
+            secrets,
             resource_url=resource_url,
             tenant_claim=tenant_claim,
             hierarchy=hierarchy,
-            users=users,
+            users=users or UserDirectory(),
             fetch_client_metadata=fetch_client_metadata,
             preregistered=preregistered,
-            shared=shared,
             token_leeway_seconds=token_leeway_seconds,
         )
     except BaseException:
-        state.close()
+        store.close()
         raise
 
 
 def _assemble(
     settings: DevAuthSettings,
-    state: DevAuthState,
+    store: DevAuthStore,
+    keys: DevSigningKeys,
+    secrets: SecretSource,
     *,
-    data_dir: Path,
     resource_url: str,
     tenant_claim: str,
     hierarchy: ScopeHierarchy,
     users: UserDirectory,
     fetch_client_metadata: DocumentSource | Literal["network"] | None,
     preregistered: Sequence[DevClient],
-    shared: PostgresDatabase | None,
     token_leeway_seconds: int,
 ) -> DevAuth:
-    minter = token_minter(
-        data_dir, resource_url=resource_url, path=settings.path, tenant_claim=tenant_claim, keys=state.keys
-    )
-    store = state.store
-    secret = service_client_secret(data_dir, shared)
+    minter = token_minter(keys, resource_url=resource_url, path=settings.path, tenant_claim=tenant_claim)
+    secret = service_client_secret(secrets)
     store.put_client(
         DevClient(
             client_id=CLI_CLIENT_ID,
@@ -312,7 +249,8 @@ def _assemble(
         server=server,
         users=users,
         keys=minter.keys,
-        form_secret=_form_secret(data_dir, shared),
+        # The consent form's MAC key: a login page served by one replica may be posted to another.
+        form_secret=secrets.secret(FORM_SECRET_NAME),
         mount_path=settings.path,
         max_body_bytes=settings.max_body_bytes,
         login_limits=LoginLimits(

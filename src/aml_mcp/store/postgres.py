@@ -37,12 +37,24 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from aml_mcp.store.locks import AdvisoryLock
 from aml_mcp.store.migrations import Migration
 
 logger = logging.getLogger(__name__)
 
-MIGRATION_LOCK = 0x616D6C2D6D637001
-"""Advisory lock key held while migrating, so concurrent starts apply each step once."""
+
+LOCK_MIGRATIONS = "SELECT pg_advisory_xact_lock(%s)"
+CREATE_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    " component TEXT NOT NULL, version INTEGER NOT NULL,"
+    " applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),"
+    " PRIMARY KEY (component, version))"
+)
+SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = %s"
+RECORD_STEP = "INSERT INTO schema_migrations (component, version) VALUES (%s, %s)"
+"""The one migration rule's statements, shared by the async (`PostgresDatabase.migrate`) and the
+blocking (`SyncPostgres.apply`) handle: each step in its own transaction, under the migration lock,
+recorded by component and version."""
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,39}$")
 """A schema name short enough that a channel named after it stays under PostgreSQL's 63 bytes."""
@@ -209,30 +221,19 @@ class PostgresDatabase:
         recorded; components never share a numbering.
         """
         async with self.transaction() as conn:
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " component TEXT NOT NULL, version INTEGER NOT NULL,"
-                " applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),"
-                " PRIMARY KEY (component, version))"
-            )
+            await conn.execute(LOCK_MIGRATIONS, (AdvisoryLock.MIGRATION,))
+            await conn.execute(CREATE_MIGRATIONS_TABLE)
         current = 0
         for _ in range(len(steps) + 1):
             async with self.transaction() as conn:
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-                cursor = await conn.execute(
-                    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = %s",
-                    (component,),
-                )
+                await conn.execute(LOCK_MIGRATIONS, (AdvisoryLock.MIGRATION,))
+                cursor = await conn.execute(SCHEMA_VERSION, (component,))
                 row = await cursor.fetchone()
                 current = int(row[0]) if row is not None else 0
                 if current >= len(steps):
                     return current
                 await conn.execute(steps[current].encode())
-                await conn.execute(
-                    "INSERT INTO schema_migrations (component, version) VALUES (%s, %s)",
-                    (component, current + 1),
-                )
+                await conn.execute(RECORD_STEP, (component, current + 1))
         return current
 
     async def ping(self) -> None:

@@ -20,17 +20,17 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from aml_mcp.store.locks import AdvisoryLock
 from aml_mcp.store.migrations import Migration
-from aml_mcp.store.postgres import PostgresDatabase, redacted
+from aml_mcp.store.postgres import (
+    CREATE_MIGRATIONS_TABLE,
+    LOCK_MIGRATIONS,
+    RECORD_STEP,
+    SCHEMA_VERSION,
+    PostgresDatabase,
+    redacted,
+)
 
 DEFAULT_MAX_SIZE = 4
 """Connections a synchronous store holds at most (counted in the budget of `docs/scale-out.md`)."""
-
-CREATE_MIGRATIONS_TABLE = (
-    "CREATE TABLE IF NOT EXISTS schema_migrations ("
-    " component TEXT NOT NULL, version INTEGER NOT NULL,"
-    " applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),"
-    " PRIMARY KEY (component, version))"
-)
 
 
 class SyncPostgres:
@@ -97,24 +97,18 @@ class SyncPostgres:
         """Bring `migration.component`'s tables up to date; its schema version. The same contract as
         `PostgresDatabase.migrate`: each step once, in its own transaction, recorded."""
         with self.transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (AdvisoryLock.MIGRATION,))
+            conn.execute(LOCK_MIGRATIONS, (AdvisoryLock.MIGRATION,))
             conn.execute(CREATE_MIGRATIONS_TABLE)
         current = 0
         for _ in range(len(migration.steps) + 1):
             with self.transaction() as conn:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (AdvisoryLock.MIGRATION,))
-                row = conn.execute(
-                    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE component = %s",
-                    (migration.component,),
-                ).fetchone()
+                conn.execute(LOCK_MIGRATIONS, (AdvisoryLock.MIGRATION,))
+                row = conn.execute(SCHEMA_VERSION, (migration.component,)).fetchone()
                 current = int(row[0]) if row is not None else 0
                 if current >= len(migration.steps):
                     return current
                 conn.execute(migration.steps[current].encode())
-                conn.execute(
-                    "INSERT INTO schema_migrations (component, version) VALUES (%s, %s)",
-                    (migration.component, current + 1),
-                )
+                conn.execute(RECORD_STEP, (migration.component, current + 1))
         return current
 
 

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from aml_mcp.store.migrations import Migration as Migration  # its home; still importable from here
+from aml_mcp.store.migrations import Migration
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from aml_mcp.aml.search.engine import SearchHit, SearchRequest
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.aml.tools.search_aml_notes import render_results
 from aml_mcp.aml.wiring import build_aml
-from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.persistence import LocalPersistence
 
 WORST_CASE = SearchRequest(query=("a b " * 250)[:1000], top_k=50)
 
@@ -25,8 +25,13 @@ def test_search_and_rendering_run_in_one_worker_thread(tmp_path: Path) -> None:
     bank = TENANTS[0]
     with SqliteNotes.open(tmp_path) as store:
         write_notes(store, bank.name, [d.note for d in generate_notes(bank, 200)], embedder)
+    local = LocalPersistence(tmp_path)
+    notes = local.notes()
     aml = build_aml(
-        AmlSettings(embedder="static"), data_dir=tmp_path, database=SqliteDatabase(tmp_path / "aml-mcp.db")
+        AmlSettings(embedder="static"),
+        notes=notes.notes,
+        identifiers=notes.identifiers,
+        baselines=local.baselines(),
     )
     rendered_on: list[threading.Thread] = []
 

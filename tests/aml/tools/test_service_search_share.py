@@ -16,7 +16,7 @@ from aml_mcp.aml.search.embeddings import StaticEmbedder
 from aml_mcp.aml.search.engine import SearchHit, SearchRequest
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.aml.wiring import build_aml
-from aml_mcp.store.sqlite import SqliteDatabase
+from aml_mcp.persistence import LocalPersistence
 
 QUERY = SearchRequest(query="cash deposits", top_k=5)
 
@@ -27,10 +27,13 @@ def test_a_bank_runs_one_search_at_a_time_and_others_go_ahead(tmp_path: Path) ->
     with SqliteNotes.open(tmp_path) as store:
         for bank in (busy, other):
             write_notes(store, bank.name, [d.note for d in generate_notes(bank, 30)], embedder)
+    local = LocalPersistence(tmp_path)
+    notes = local.notes()
     aml = build_aml(
         AmlSettings(embedder="static", search_concurrency_per_tenant=1),
-        data_dir=tmp_path,
-        database=SqliteDatabase(tmp_path / "aml-mcp.db"),
+        notes=notes.notes,
+        identifiers=notes.identifiers,
+        baselines=local.baselines(),
     )
     release = threading.Event()
     running = {busy.name: 0, other.name: 0}
