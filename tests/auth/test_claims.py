@@ -34,7 +34,8 @@ from tests.auth.samples import RESOURCE, RULES, claims
         ({"sub": "zoë", "tenant": "銀行"}, None),
         ({"tenant": "x" * 300}, "missing_tenant"),
         ({"scope": ["aml:read", "aml:eval"]}, None),
-        ({"scope": 5}, "missing_scope_claim"),
+        ({"scope": 5}, "malformed_claim"),
+        ({"scope": None}, "missing_scope_claim"),
     ],
 )
 def test_claim_rules(overrides: dict[str, Any], reason: str | None) -> None:

@@ -4,6 +4,12 @@ Whatever proved the token authentic (a signature, an introspection endpoint), th
 decide whether it is a token *for this server* and who it speaks for: the audience must name this
 server's canonical resource URI (RFC 8707 — the load-bearing wall), the time window must hold, and
 subject, client, tenant and scope must all be present, as plain visible text (`unsafe_character`).
+
+Where each of those four comes from is the issuer's choice, so it is a setting (`ClaimRules`): the
+subject may be `oid` or `preferred_username` rather than `sub`, scopes may come as `scope` (a
+space-separated string) or `scp` (a list), the client as `client_id`, `azp` or `cid`, and the tenant
+from a nested claim (`org.bank`) or a list of one. A claim of the right name but the wrong shape — a
+number, an object, a tenant list naming two banks — is refused as `malformed_claim`, never guessed at.
 """
 
 from __future__ import annotations
@@ -33,12 +39,19 @@ def canonical_resource(uri: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ClaimRules:
-    """What every accepted token must say, whoever issued it."""
+    """What every accepted token must say, whoever issued it, and which claims say it."""
 
     resource: str
     """This server's canonical resource URI: the audience every token must carry."""
     tenant_claim: str
+    """A claim name or a dotted path (`claim_at`); its value a string or a list of one string."""
     leeway_seconds: int
+    subject_claim: str = "sub"
+    """A claim name or a dotted path (`claim_at`); its value a string."""
+    scope_claims: tuple[str, ...] = ("scope", "scp")
+    """The first of these present carries the scopes: a space-separated string or a list of strings."""
+    client_claims: tuple[str, ...] = ("client_id", "azp")
+    """The first of these present names the client."""
 
     def audience_ok(self, aud: Any) -> bool:
         wanted = canonical_resource(self.resource)
@@ -102,22 +115,89 @@ def check_identity(claim: str, value: str) -> None:
         raise UnsafeIdentity(claim, value, what)
 
 
+MALFORMED_CLAIM = "malformed_claim"
+"""The audit reason of a verified token whose identity claim has a shape no rule reads as one value."""
+
+
+def claim_at(claims: Mapping[str, Any], name: str) -> Any:
+    """The value `name` picks out of `claims`, or `None` when there is none.
+
+    A claim of exactly that name comes first (so URL-named claims such as
+    `https://aml.bank.example/tenant` are read as they are, dots and all); otherwise a dotted name
+    is a path into nested objects: `org.bank` reads `{"org": {"bank": ...}}`. A path through
+    anything but an object finds nothing. JSON `null` counts as absent.
+    """
+    if name in claims:
+        return claims[name]
+    if "." not in name:
+        return None
+    value: Any = claims
+    for part in name.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _shape(value: Any) -> str:
+    """What a claim value is, for a refusal's description (never the value itself)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return f"a list of {len(value)} values"
+    return "not a string"
+
+
+def _malformed(name: str, value: Any, wanted: str) -> TokenRejected:
+    return TokenRejected(MALFORMED_CLAIM, f"token '{name}' claim is {_shape(value)}; {wanted}")
+
+
 def _string_claim(claims: Mapping[str, Any], name: str, reason: str) -> str:
-    value = claims.get(name)
-    if not isinstance(value, str) or not value or len(value) > _MAX_CLAIM:
+    """The string at `name`: absent, empty or over-long is `reason`; another shape is malformed."""
+    value = claim_at(claims, name)
+    if value is not None and not isinstance(value, str):
+        raise _malformed(name, value, "a string is needed")
+    if not value or len(value) > _MAX_CLAIM:
         raise TokenRejected(reason, f"token has no usable '{name}' claim")
     check_identity(name, value)
     return value
 
 
-def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
-    value = claims.get("scope")
+def _tenant(claims: Mapping[str, Any], name: str) -> str:
+    """The tenant: a string, or a list holding exactly one (some providers only emit lists, e.g.
+    group or attribute mappers). A list naming several banks is refused, never one picked."""
+    value = claim_at(claims, name)
+    if isinstance(value, list):
+        if len(value) > 1:
+            raise _malformed(name, value, "exactly one tenant is needed")
+        if value and not isinstance(value[0], str):
+            raise TokenRejected(MALFORMED_CLAIM, f"token '{name}' claim holds {_shape(value[0])}")
+        return _string_claim({name: value[0] if value else None}, name, "missing_tenant")
+    return _string_claim({name: value}, name, "missing_tenant")
+
+
+def _first_present(claims: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, Any]:
+    for name in names:
+        value = claim_at(claims, name)
+        if value is not None:
+            return name, value
+    return names[0], None
+
+
+def _scopes(claims: Mapping[str, Any], names: tuple[str, ...]) -> frozenset[str]:
+    name, value = _first_present(claims, names)
+    if value is None:
+        raise TokenRejected("missing_scope_claim", f"token has no '{name}' claim")
     if isinstance(value, str):
         scopes = frozenset(value.split())
     elif isinstance(value, list) and all(isinstance(item, str) for item in value):
         scopes = frozenset(value)
     else:
-        raise TokenRejected("missing_scope_claim", "token has no 'scope' claim")
+        raise _malformed(name, value, "scopes are a space-separated string or a list of strings")
     for scope in scopes:  # shown in the audit trail and the lab beside the identity
         check_identity("scope", scope)
     return scopes
@@ -157,11 +237,11 @@ def principal_from_claims(
     assert iat is not None
     if iat - rules.leeway_seconds > now:
         raise TokenRejected("not_yet_valid", "token was issued in the future (iat)")
-    subject = _string_claim(claims, "sub", "missing_subject")
-    client_claim = "client_id" if "client_id" in claims else "azp"
+    subject = _string_claim(claims, rules.subject_claim, "missing_subject")
+    client_claim, _ = _first_present(claims, rules.client_claims)
     client_id = _string_claim(claims, client_claim, "missing_client")
-    tenant = _string_claim(claims, rules.tenant_claim, "missing_tenant")
-    scopes = _scopes(claims)
+    tenant = _tenant(claims, rules.tenant_claim)
+    scopes = _scopes(claims, rules.scope_claims)
     token_id: str | None = None
     if "jti" in claims or require_jti:
         token_id = _string_claim(claims, "jti", "missing_jti")

@@ -32,6 +32,13 @@ def require_secure_url(value: str, what: str) -> str:
     return value
 
 
+def claim_path(value: str) -> str:
+    """A claim name or a dotted path (no empty name between dots), at most 256 characters."""
+    if not value or len(value) > 256 or any(not part.strip() for part in value.split(".")):
+        raise ValueError(f"a claim is a name or a dotted path of non-empty names: {value!r}")
+    return value
+
+
 class _Group(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -101,7 +108,24 @@ class ResourceServerSettings(_Group):
     """Trusted external issuers, each an object with the fields below (a JSON list in the environment).
     The development issuer is trusted besides these while it is on."""
     tenant_claim: str = "tenant"
-    """Name of the (required) claim that carries the caller's tenant (bank)."""
+    """The (required) claim that carries the caller's tenant (bank): a claim name, or a dotted path
+    into nested objects (`org.bank` reads `{"org": {"bank": "..."}}`). A claim whose own name is
+    exactly this, dots and all, is read first, so URL-named claims such as
+    `https://aml.bank.example/tenant` work as written. Its value is a string or a list of exactly
+    one string; a list naming several banks, an object or a number is refused (`malformed_claim`)."""
+    subject_claim: str = "sub"
+    """The claim that names the caller (the subject of tasks, audit records and revocation): a claim
+    name or a dotted path, as for `tenant_claim`, holding a string. `oid` for Entra ID (its `sub`
+    differs per application), `preferred_username` where the bank wants readable names; the
+    development issuer's tokens carry `sub` only."""
+    scope_claims: list[str] = Field(default_factory=lambda: ["scope", "scp"])
+    """Claims that may carry the granted scopes, in order: the first one present is read, as a
+    space-separated string or a list of strings (`scope` per RFC 9068; `scp` for Entra ID, a
+    string there, and Okta, a list). A JSON list in the environment."""
+    client_claims: list[str] = Field(default_factory=lambda: ["client_id", "azp"])
+    """Claims that may name the client, in order: the first one present is read (`client_id` per
+    RFC 9068, `azp` for OpenID providers, `cid` for Okta, `appid` for Entra ID v1 tokens). A JSON
+    list in the environment."""
     leeway_seconds: int = Field(default=30, ge=0, le=300)
     """Clock skew tolerated on `exp`, `nbf` and `iat`."""
     scope_hierarchy: dict[str, list[str]] | None = None
@@ -118,7 +142,9 @@ class ResourceServerSettings(_Group):
     resource_name: str = "AML MCP server"
     """`resource_name` in the protected resource metadata: the name a client may show the user."""
     jwks_cache_seconds: float = Field(default=600.0, ge=1)
-    """How long fetched keys are used before they are fetched again."""
+    """How long fetched keys are used before they are fetched again, and how long a remembered
+    verification (`verified_token_cache_size`) is trusted before the token's signature is checked
+    again: a key the issuer withdraws stops working within this time, even for a token in use."""
     jwks_refetch_interval_seconds: float = Field(default=30.0, ge=0)
     """Minimum time between two refetches caused by an unknown `kid` (per issuer)."""
     verified_token_cache_size: Annotated[int, Field(ge=0)] = 10_000
@@ -154,6 +180,19 @@ class ResourceServerSettings(_Group):
     audit_flush_seconds: float = Field(default=0.1, gt=0, le=10)
     """How often queued audit events are handed to the table and the file. Recording never waits
     for this; it bounds how long an event takes to become visible to `aml-mcp audit tail`."""
+
+    @field_validator("tenant_claim", "subject_claim")
+    @classmethod
+    def _claim_path(cls, value: str) -> str:
+        return claim_path(value)
+
+    @field_validator("scope_claims", "client_claims")
+    @classmethod
+    def _claim_paths(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("name at least one claim")
+        return [claim_path(name) for name in value]
+
     introspection: IntrospectionSettings | None = None
     """RFC 7662 introspection for opaque (non-JWT) access tokens, with the fields below. Answers are cached
     by token digest, never past the token's `exp`.

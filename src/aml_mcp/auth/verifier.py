@@ -32,14 +32,16 @@ class TokenVerifier:
         *,
         cache_size: int = 10_000,
         leeway_seconds: float = 0,
+        reverify_after_seconds: float = float("inf"),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.jwt = jwt
         self.introspection = introspection
         self.cache_size = cache_size
         self.leeway_seconds = leeway_seconds
+        self.reverify_after_seconds = reverify_after_seconds
         self._clock = clock
-        self._cache: OrderedDict[bytes, Principal] = OrderedDict()
+        self._cache: OrderedDict[bytes, tuple[Principal, float]] = OrderedDict()
 
     def forget_all(self) -> None:
         """Drop every remembered verification (called when an issuer withdraws a key)."""
@@ -53,15 +55,18 @@ class TokenVerifier:
         if self.cache_size <= 0:
             return await self.jwt.verify(token)
         digest = hashlib.sha256(token.encode()).digest()
-        principal = self._cache.get(digest)
-        if principal is not None:
+        now = self._clock()
+        cached = self._cache.get(digest)
+        if cached is not None:
+            principal, verified_at = cached
             expires_at = principal.expires_at
-            if expires_at is not None and expires_at + self.leeway_seconds > self._clock():
+            fresh = now - verified_at < self.reverify_after_seconds
+            if fresh and expires_at is not None and expires_at + self.leeway_seconds > now:
                 self._cache.move_to_end(digest)
                 return principal
             del self._cache[digest]
         principal = await self.jwt.verify(token)
-        self._cache[digest] = principal
+        self._cache[digest] = (principal, now)
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return principal

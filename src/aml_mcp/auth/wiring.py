@@ -133,7 +133,12 @@ def build_auth(
 
     http = _HttpClient()
     rules = ClaimRules(
-        resource=resource_url, tenant_claim=settings.tenant_claim, leeway_seconds=settings.leeway_seconds
+        resource=resource_url,
+        tenant_claim=settings.tenant_claim,
+        leeway_seconds=settings.leeway_seconds,
+        subject_claim=settings.subject_claim,
+        scope_claims=tuple(settings.scope_claims),
+        client_claims=tuple(settings.client_claims),
     )
     verifier_ref: list[TokenVerifier] = []
 
@@ -181,6 +186,7 @@ def build_auth(
         introspection,
         cache_size=settings.verified_token_cache_size,
         leeway_seconds=settings.leeway_seconds,
+        reverify_after_seconds=settings.jwks_cache_seconds,
     )
     verifier_ref.append(verifier)
     configured_scopes = settings.scopes_supported
