@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from tests.support.private_postgres import PrivatePostgres
 
 

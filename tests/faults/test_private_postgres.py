@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+
 from tests.support.private_postgres import PrivatePostgres
 
 pytestmark = pytest.mark.faults

@@ -18,10 +18,14 @@ JSON-RPC error (`MCPError`) is `failed` with that error, any other exception is 
 internal error (its details stay in the server log), and a client's cancellation is `cancelled`.
 Each is one compare-and-set on an active row, so whatever lands first stays.
 
-Storage failures never strand a task: a progress update that cannot be written is skipped (it is
-advisory); a body that dies of a storage failure is handed back, for recovery to re-run or fail
-once the store works again; an outcome that cannot be written is retried with backoff for up to
-one lease, and then handed back the same way.
+Storage failures never strand a task, and never fail one: a progress update that cannot be
+written is skipped (it is advisory); a body that dies of a storage failure — of any store it reads,
+on either backend (`store.faults.storage_fault`): the task store, the notes, a terminated PostgreSQL
+connection, a locked SQLite file — is run again in place while its lease holds (backoff, for up to
+one lease: a connection reset costs a blip, not an attempt), and past that handed back, for recovery
+to re-run or fail once the store works again; an outcome that cannot be written is retried with
+backoff for up to one lease, and then handed back the same way. Only the tool's own errors fail a
+task.
 """
 
 from __future__ import annotations
@@ -44,8 +48,8 @@ from mcp_types import INTERNAL_ERROR
 from pydantic import ValidationError
 
 from aml_mcp.catalog.tools import ToolRegistry, ToolSpec
+from aml_mcp.store.faults import storage_fault
 from aml_mcp.store.outage import OutageLog
-from aml_mcp.store.sqlite import storage_fault
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.job import Job, StopReason
 from aml_mcp.tasks.model import Outcome, TaskRecord, TaskStatus
@@ -63,6 +67,9 @@ SHARED_MESSAGE = "Completed (one run for identical tasks created together)"
 
 CLAIM_BATCH = 256
 """Lapsed tasks claimed per store round trip; recovery keeps claiming until a batch comes back short."""
+FIRST_RETRY_SECONDS = 0.1
+"""The first pause before a body stopped by a storage fault runs again in place (then doubled, up
+to one heartbeat)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +139,7 @@ class TaskRunner:
             per_principal=settings.max_concurrent_per_principal,
         )
         self._storage_fault = is_storage_fault
-        """Tells a body's own storage failure (the AML stores are SQLite files too) from its bugs."""
+        """Tells a body's storage failure (the AML stores' too, on either backend) from its bugs."""
         self._on_claimed = on_claimed
         """Told of every claimed task and the time of the claim (metrics: claim lag, takeovers)."""
         self._jobs: dict[str, Job] = {}
@@ -244,7 +251,7 @@ class TaskRunner:
                 if ended is None:
                     async with job.slot:
                         asked_before = (dict(job.task.input_requests), dict(job.task.input_responses))
-                        ended = await self._run_body(job)
+                        ended = await self._run_retrying(job)
                         answered = (dict(job.task.input_requests), dict(job.task.input_responses))
                         job.share(
                             ended
@@ -281,6 +288,33 @@ class TaskRunner:
             "task %s… takes the result of identical task %s…", job.task.task_id[:8], leader.task.task_id[:8]
         )
         return Outcome(TaskStatus.COMPLETED, message=SHARED_MESSAGE, result=leader.shared.result)
+
+    async def _run_retrying(self, job: Job) -> Outcome | Interrupted:
+        """The body's outcome. An idempotent body stopped by a storage fault runs again here, its
+        lease still held (heartbeats go on; a lost lease or a cancel stops the wait), with backoff for
+        up to one lease from the first fault; past that, or for a tool not safe to run twice, it is
+        handed back."""
+        tool = self._tools.get(job.task.tool)
+        give_up_at: float | None = None
+        delay = FIRST_RETRY_SECONDS
+        runs = 1
+        while True:
+            ended = await self._run_body(job)
+            if not isinstance(ended, Interrupted) or tool is None or not tool.idempotent:
+                return ended
+            now = anyio.current_time()
+            give_up_at = now + self._settings.lease_ms / 1000 if give_up_at is None else give_up_at
+            if now + delay > give_up_at:
+                return ended
+            (logger.warning if runs == 1 else logger.info)(
+                "task %s… of %s stopped by a storage failure (%s); running it again in place",
+                job.task.task_id[:8],
+                job.task.tool,
+                ended.cause,
+            )
+            await anyio.sleep(delay)
+            delay = min(delay * 2, max(FIRST_RETRY_SECONDS, self._settings.heartbeat_ms / 1000))
+            runs += 1
 
     async def _run_body(self, job: Job) -> Outcome | Interrupted:
         task = job.task

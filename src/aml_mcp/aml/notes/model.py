@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from aml_mcp.store.faults import StorageFault
 from aml_mcp.store.sqlite import DatabaseFileError
 from aml_mcp.store.text import storable
 
@@ -145,10 +146,15 @@ class UnstorableNoteError(ValueError):
     written, so a file is refused alike wherever it is ingested."""
 
 
-class NotesUnavailableError(RuntimeError):
+class NotesUnavailableError(StorageFault, RuntimeError):
     """A shared notes store cannot be reached (or is out of resources) right now: retry later.
 
-    The message is one short cause without addresses, fit for a tool error."""
+    A storage fault like any store's (`store.faults`): a task body that meets it is run again and a
+    request under it is answered 503, never taken for a bug in the tool. The message is one short
+    cause without addresses, fit for a client."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"notes store unavailable: {cause}", cause)
 
 
 class VectorSpaceMismatchError(RuntimeError):

@@ -173,7 +173,7 @@ class _Banks:
             cause = storage_fault(exc)
             if cause is None:
                 raise
-            raise NotesUnavailableError(f"notes store unavailable: {cause}") from exc
+            raise NotesUnavailableError(cause) from exc
 
     def tenant_id(self, conn: psycopg.Connection[Any], tenant: str) -> int | None:
         """The bank's integer id (cached: ids never change), or None before its first write."""
