@@ -32,6 +32,7 @@ from tests.support.oidc_provider import (
     SHORT_LIVED_CLIENT,
     SHORT_TTL_SECONDS,
     OidcProvider,
+    serve_trusting,
 )
 from tests.support.subprocess_server import ServerProcess
 from tests.support.waiting import eventually
@@ -39,11 +40,6 @@ from tests.support.waiting import eventually
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(180)]
 
 JWKS_CACHE_SECONDS = 3
-SERVER_ENV = {
-    "AML_MCP_AML__DEMO_NOTES_PER_TENANT": "40",
-    "AML_MCP_AUTH__AUDIT_ANONYMOUS_WINDOW_SECONDS": "0",  # every refusal its own record
-    "AML_MCP_AUTH__AUDIT_FLUSH_SECONDS": "0.02",
-}
 
 
 @pytest.fixture(scope="module")
@@ -77,19 +73,16 @@ class Served:
 @pytest.fixture(scope="module")
 def served(provider: OidcProvider, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     data_dir = tmp_path_factory.mktemp("oidc-served")
-    env = {
-        **SERVER_ENV,
-        **provider.environment(
-            leeway_seconds=0, jwks_cache_seconds=JWKS_CACHE_SECONDS, jwks_refetch_interval_seconds=1
-        ),
-    }
-    server = ServerProcess(["serve", "--data-dir", str(data_dir)], env=env).start(timeout=120)
-    running = Served(server, data_dir)
-    try:
-        yield running
-    finally:
-        running.http.close()
-        server.__exit__(None, None, None)
+    with serve_trusting(
+        provider,
+        data_dir,
+        leeway_seconds=0,
+        jwks_cache_seconds=JWKS_CACHE_SECONDS,
+        jwks_refetch_interval_seconds=1,
+    ) as server:
+        running = Served(server, data_dir)
+        with running.http:
+            yield running
 
 
 def _refused(answer: httpx.Response, status: int, error: str) -> None:

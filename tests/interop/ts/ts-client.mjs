@@ -1,18 +1,21 @@
 #!/usr/bin/env node
 // Drives the official TypeScript SDK v2 client (+ ext-tasks) against a running aml-mcp serve:
 // OAuth login (dynamic registration or the pre-registered aml-mcp-cli client, the browser step
-// done by login.mjs), tools/list, search_aml_notes, run_full_eval to completion through
+// done by login.mjs, or with --idp oidc-provider by ../oidc/sign-in.mjs at that authorization
+// server), tools/list, search_aml_notes, run_full_eval to completion through
 // ext-tasks, draft_sar_batch through input_required → answer → completed, and a
 // subscriptions/listen stream following a task. Prints one JSON line per step on stdout
 // ({"step": ..., ...}); exits non-zero on the first failure.
 //
 //   node ts-client.mjs --url http://127.0.0.1:PORT/mcp --login dcr|preregistered [--user carol]
+//                      [--idp dev|oidc-provider]
 import http from "node:http";
 import { parseArgs } from "node:util";
 
 import { createApplicationInputHandler, createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/client";
 
 import { connect, TASKS } from "./connect.mjs";
+import { signIn } from "../oidc/sign-in.mjs";
 import { approve } from "./login.mjs";
 
 const { values: args } = parseArgs({
@@ -20,6 +23,7 @@ const { values: args } = parseArgs({
     url: { type: "string" },
     login: { type: "string", default: "dcr" },
     user: { type: "string", default: "carol" },
+    idp: { type: "string", default: "dev" },
     "draft-cases": { type: "string", default: "MRD-C000001,HBT-C000001" },
   },
 });
@@ -76,7 +80,8 @@ function authProvider({ redirectUrl, received, preregistered, user }) {
     codeVerifier: () => verifier,
     redirectToAuthorization: async (authorizationUrl) => {
       log.authorizationUrl = authorizationUrl.href;
-      const location = await approve(authorizationUrl.href, user);
+      const browse = args.idp === "oidc-provider" ? signIn : approve;
+      const location = await browse(authorizationUrl.href, user);
       await (await fetch(location)).arrayBuffer(); // the browser lands on our callback
     },
     callbackParams: async () => {
@@ -192,6 +197,7 @@ async function main() {
       clientId: provider.clientInformation()?.client_id,
       registered: provider.log.registered ?? null,
       redirectUri: callback.url,
+      authorizationUrl: provider.log.authorizationUrl ?? null,
     });
 
     const { tools } = await client.listTools();
