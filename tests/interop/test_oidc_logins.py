@@ -229,7 +229,8 @@ def test_the_typescript_sdk_logs_in_through_the_provider_and_runs_tasks(
     clients: NodeClients, server: ServerProcess, provider: OidcProvider, login: str
 ) -> None:
     run = subprocess.run(
-        [*clients.script("ts-client.mjs"), "--url", f"{server.url}/mcp", "--login", login, "--idp", "oidc-provider"],
+        [*clients.script("ts-client.mjs"), "--url", f"{server.url}/mcp", "--login", login,
+         "--idp", "oidc-provider"],
         cwd=clients.project,
         capture_output=True,
         text=True,

@@ -163,5 +163,11 @@ def add_commands(commands: Any) -> None:
     )
     fixture.add_argument("--port", type=int, default=3001)
     fixture.add_argument("--data-dir", type=Path, help="default: a fresh temporary directory")
+    fixture.add_argument(
+        "--config",
+        type=Path,
+        help="a TOML settings file whose [auth] applies (e.g. your identity provider trusted); "
+        "without one, authentication is off",
+    )
     _add_cluster_options(fixture)
     fixture.set_defaults(run=_conformance_server)

@@ -285,18 +285,24 @@ def _demo_users() -> str:
 
 
 def conformance_server(args: argparse.Namespace) -> int:
-    """`aml-mcp conformance-server`: the fixture catalog, authentication off."""
+    """`aml-mcp conformance-server`: the fixture catalog, authentication off — or, with `--config`,
+    authentication as that file (and the environment) says, to run the suite against a server that
+    trusts a real identity provider (its requests must then carry that provider's token)."""
     from aml_mcp.conformance.fixtures import fixture_catalog
 
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="aml-mcp-conformance-"))
-    settings = Settings(
-        host="127.0.0.1",
-        port=args.port,
-        data_dir=data_dir,
-        log_level="warning",
-        auth=AuthSettings(enabled=False),
-        **shared_options(args),
-    )
+    if args.config is not None:
+        settings = load_settings(args.config, port=args.port, data_dir=data_dir, **shared_options(args))
+        settings = settings.model_copy(update={"host": "127.0.0.1", "log_level": "warning"})
+    else:
+        settings = Settings(
+            host="127.0.0.1",
+            port=args.port,
+            data_dir=data_dir,
+            log_level="warning",
+            auth=AuthSettings(enabled=False),
+            **shared_options(args),
+        )
     refusal = serve_refusal(settings)
     if refusal is not None:
         print(f"aml-mcp: {refusal}", file=sys.stderr)
