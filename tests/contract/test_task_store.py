@@ -3,19 +3,29 @@
 Owner-filtered lookups (every field, no joined-string collisions), a TTL that never slides, CAS on
 `version`, terminal rows that never change (and a trigger behind the store that refuses even a
 hand-written statement), one winner in a complete-vs-cancel race, leases by holder, claims, the
-quota counted in the create transaction, and sweeping in batches.
+quota counted in the create transaction, sweeping in batches, and idempotency keys (a repeated
+create answers the task its key names, per owner, until it expires; racing creates store one).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import replace
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 
 from aml_mcp.tasks.model import TaskStatus
-from aml_mcp.tasks.storage import Change, CreateRateExceeded, QuotaExceeded, TaskQuota
+from aml_mcp.tasks.storage import (
+    COLUMNS,
+    Change,
+    CreateRateExceeded,
+    QuotaExceeded,
+    TaskQuota,
+    UnstorableTask,
+)
 from tests.contract.conftest import Backend
 from tests.tasks.factories import ISSUER, owner, principal_matrix, record
 
@@ -457,3 +467,105 @@ async def test_sweep_keeps_expired_tasks_the_create_window_still_counts(backend:
         await store.create(record(alice, now=NOW), rate(3))  # the evidence survived the sweep
     assert await store.sweep(NOW + 700, 100, keep_created_after_ms=NOW - 300) == 3
     await store.create(record(alice, now=NOW + 700), rate(3))
+
+
+# -- idempotency keys: a retried create names the task the first attempt made ---------------------
+
+
+async def test_a_create_repeated_with_its_key_answers_the_first_task_and_stores_nothing(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    first = record(owner(), now=NOW)
+    assert await store.create(first, idempotency_key="k-1") == first
+    for moment in (NOW + 1, NOW + 2):
+        again = record(owner(), now=moment)  # a retry: a new id, the same key
+        assert await store.create(again, idempotency_key="k-1") == first
+        assert await store.find(again.task_id, again.owner, moment) is None
+    assert await backend.count() == 1
+    other = record(owner(), now=NOW + 3)
+    assert await store.create(other, idempotency_key="k-2") == other  # another key, another task
+    assert await store.create(record(owner(), now=NOW + 4)) is not None  # no key: always a new task
+    assert await backend.count() == 3
+
+
+async def test_a_key_names_a_task_of_one_owner_only(backend: Backend) -> None:
+    store = backend.store
+    mine = owner()
+    await store.create(record(mine, now=NOW), idempotency_key="shared-key")
+    for field in ("issuer", "subject", "tenant", "client_id"):
+        theirs = record(replace(mine, **{field: getattr(mine, field) + "x"}), now=NOW)
+        assert await store.create(theirs, idempotency_key="shared-key") == theirs
+    assert await backend.count() == 5
+
+
+async def test_a_key_answers_its_task_when_finished_until_it_expires(backend: Backend) -> None:
+    store = backend.store
+    first = record(owner(), now=NOW, ttl_ms=1000)
+    await store.create(first, idempotency_key="k")
+    done = await store.transition(
+        first.task_id,
+        first.owner,
+        expected_version=1,
+        change=Change(status=TaskStatus.COMPLETED, result={"content": []}),
+        now_ms=NOW + 10,
+    )
+    assert done is not None
+    assert await store.create(record(owner(), now=NOW + 999), idempotency_key="k") == done
+    # Expired (not yet swept): the key names a new task, and the old row is gone with its key.
+    later = record(owner(), now=NOW + 1000)
+    assert await store.create(later, idempotency_key="k") == later
+    assert await backend.count() == 1
+    assert await store.find(later.task_id, later.owner, NOW + 1000) == later
+
+
+async def test_a_repeated_create_counts_against_no_quota(backend: Backend) -> None:
+    store = backend.store
+    quota = TaskQuota(active_per_principal=1, active_per_tenant=1, created_per_principal=1)
+    first = record(owner(), now=NOW, holder=None)
+    await store.create(first, quota, idempotency_key="k")
+    assert await store.create(record(owner(), now=NOW + 1, holder=None), quota, idempotency_key="k") == first
+    with pytest.raises(QuotaExceeded):  # a new key is a new create: the quota still holds
+        await store.create(record(owner(), now=NOW + 2, holder=None), quota, idempotency_key="k2")
+    assert await backend.count() == 1
+
+
+async def test_creates_racing_with_one_key_store_one_task(backend: Backend) -> None:
+    store = backend.store
+    quotas: list[TaskQuota | None] = [None, TaskQuota(active_per_principal=100, active_per_tenant=100)]
+
+    async def create(i: int, quota: TaskQuota | None, key: str, answers: list[str]) -> None:
+        held = await store.create(record(owner(), now=NOW + i, holder=None), quota, idempotency_key=key)
+        answers.append(held.task_id)
+
+    for round_, quota in enumerate(quotas):
+        answers: list[str] = []
+        async with anyio.create_task_group() as group:
+            for i in range(8):
+                group.start_soon(create, i, quota, f"race-{round_}", answers)
+        assert len(answers) == 8 and len(set(answers)) == 1, answers
+    assert await backend.count() == 2
+
+
+async def test_an_unstorable_key_is_refused_before_anything_is_sent(backend: Backend) -> None:
+    with pytest.raises(UnstorableTask):
+        await backend.store.create(record(owner(), now=NOW), idempotency_key="nul \x00 key")
+    assert await backend.count() == 0
+
+
+async def test_a_task_keeps_its_key_whatever_a_statement_says(backend: Backend) -> None:
+    store = backend.store
+    task = record(owner(), now=NOW)
+    await store.create(task, idempotency_key="k")
+    with pytest.raises(backend.integrity_error, match="never change"):
+        await backend.execute("UPDATE tasks SET idempotency_key = 'other' WHERE task_id = ?", (task.task_id,))
+    # Unique per owner, behind the store's own lookup: a hand-written copy under another id is refused.
+    copied = COLUMNS.replace("task_id,", "'copy' || task_id,", 1)
+    with pytest.raises((sqlite3.IntegrityError, psycopg.IntegrityError), match=r"(?i)unique|duplicate"):
+        await backend.execute(
+            f"INSERT INTO tasks ({COLUMNS}, idempotency_key)"  # noqa: S608
+            f" SELECT {copied}, idempotency_key FROM tasks WHERE task_id = ?",
+            (task.task_id,),
+        )
+    assert await store.create(record(owner(), now=NOW + 1), idempotency_key="k") == task
+    assert await backend.count() == 1

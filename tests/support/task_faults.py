@@ -92,13 +92,15 @@ class Runner:
     ) -> TaskRecord:
         spec = self.tools.get(tool)
         assert spec is not None
-        return await self.service.create(
-            spec,
-            arguments or {},
-            principal=principal,
-            client_capabilities={"elicitation": {}},
-            answers=answers or {},
-        )
+        return (
+            await self.service.create(
+                spec,
+                arguments or {},
+                principal=principal,
+                client_capabilities={"elicitation": {}},
+                answers=answers or {},
+            )
+        ).task
 
     async def row(self, task: TaskRecord) -> TaskRecord:
         """The task as stored now, read on a connection of its own (works while the writer is locked)."""

@@ -129,13 +129,15 @@ class Harness:
 
         spec = self.tools.get(tool)
         assert spec is not None
-        return await self.service.create(
+        created = await self.service.create(
             spec,
             arguments or {},
             principal=principal_of(who),
             client_capabilities=kw.get("client_capabilities", {"elicitation": {}}),
             answers=kw.get("answers", {}),
+            idempotency_key=kw.get("idempotency_key"),
         )
+        return created.task
 
     async def wait_for(
         self, task: TaskRecord, predicate: Callable[[TaskRecord], bool], within: float = 5.0

@@ -30,6 +30,7 @@ from aml_mcp.catalog.tools import Execution, ToolOutcome, ToolSpec, tool_error
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.capabilities import declared, declares_tasks
 from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
+from aml_mcp.protocol.idempotency import idempotency_key
 from aml_mcp.protocol.request import request_principal
 from aml_mcp.protocol.round_trip import InputRequired, RoundTripContext
 
@@ -49,6 +50,7 @@ class TaskStarter(Protocol):
         principal: Principal,
         client_capabilities: types.ClientCapabilities,
         answers: Mapping[str, Any],
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -136,6 +138,7 @@ class Handlers:
         tasks_declared = declares_tasks(capabilities)
         if tool.execution is Execution.TASK and not tasks_declared:
             raise missing_tasks_extension()
+        key = idempotency_key(params.meta)  # checked for every tool; only a task create keeps it
         arguments = dict(params.arguments or {})
         try:
             errors = tool.argument_errors(arguments)
@@ -161,6 +164,7 @@ class Handlers:
                 principal=run_ctx.principal,
                 client_capabilities=capabilities,
                 answers=run_ctx.answers,
+                idempotency_key=key,
             )
         except InputRequired as needed:
             return needed.result()

@@ -118,10 +118,14 @@ class TaskHandlers:
         principal: Principal,
         client_capabilities: types.ClientCapabilities,
         answers: Mapping[str, Any],
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        """Create the task; the `CreateTaskResult` is built only from the durably committed record."""
+        """Create the task; the `CreateTaskResult` is built only from the durably committed record.
+
+        A create repeated with the same idempotency key is answered with the task the first one
+        made, in its current state (audited `task_repeated`)."""
         try:
-            task = await self._service.create(
+            created = await self._service.create(
                 tool,
                 arguments,
                 principal=principal,
@@ -129,14 +133,15 @@ class TaskHandlers:
                     by_alias=True, exclude_none=True, mode="json"
                 ),
                 answers=answers,
+                idempotency_key=idempotency_key,
             )
-        except MCPError as refused:  # a quota, oversized answers, or storage: audited, then answered
+        except MCPError as refused:  # a quota, oversized answers, a reused key or storage: audited
             reason = refused.error.data.get("reason") if isinstance(refused.error.data, dict) else None
             self._audit(principal, "tools/call", Decision.DENY, reason or "invalid_params", tool=tool.name)
             raise
-        self._audit(
-            principal, "tools/call", Decision.ALLOW, "task_created", task_id=task.task_id, tool=tool.name
-        )
+        task = created.task
+        reason = "task_repeated" if created.repeated else "task_created"
+        self._audit(principal, "tools/call", Decision.ALLOW, reason, task_id=task.task_id, tool=tool.name)
         return create_task_result(task, self._poll_ms)
 
     def _admit(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> tuple[Principal, str]:

@@ -9,6 +9,9 @@ caller's or its tenant's cap on unfinished tasks, or beyond the caller's creates
 create window (retryable -32011 either way), and answers bigger than `max_input_responses_bytes`
 (-32602). A storage failure becomes one retryable error (-32010),
 whatever the operation, instead of a generic internal error.
+
+A create may carry the caller's idempotency key: the same owner sending the same key again is
+answered with the task the first create made (while it is retained), never a second one.
 """
 
 from __future__ import annotations
@@ -38,6 +41,17 @@ from aml_mcp.tasks.storage import (
 from aml_mcp.tasks.transitions import apply_change
 
 CANCELLED_MESSAGE = "Cancelled at the client's request"
+KEY_REUSED = "idempotency key reused with other arguments"
+"""The refusal of a create whose idempotency key names a task of another tool or arguments."""
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """What a create stands for: the task, and whether an earlier create with the same idempotency
+    key had already made it (`repeated`: nothing was stored or started this time)."""
+
+    task: TaskRecord
+    repeated: bool
 
 
 class Execution(Protocol):
@@ -144,13 +158,21 @@ class TaskService:
         principal: Principal,
         client_capabilities: Mapping[str, Any],
         answers: Mapping[str, Any],
-    ) -> TaskRecord:
+        idempotency_key: str | None = None,
+    ) -> Created:
         """Store a new `working` task durably, then start it; the record returned is what was committed.
 
         `answers` are those the call's preflight asked for (never unsolicited ones); over
         `max_input_responses_bytes` the call is refused. So is a create beyond the owner's caps on
         unfinished tasks or on creates within the window, with a retryable error that says how to
         get below them.
+
+        With `idempotency_key`, a create the same owner already made with that key (and not yet
+        expired) is answered with that task, whatever its state, and nothing new is stored, counted
+        or started: a client that lost the answer to a create retries it safely. The key names one
+        call: a repeat for another tool or with other arguments is refused (-32602) rather than
+        answered with a task that does not do what it asks. Answers and capabilities of a repeat
+        are not compared: the first create's are the task's.
         """
         if stored_size(answers) > self._settings.max_input_responses_bytes:
             raise invalid_params(answers_too_large(self._settings.max_input_responses_bytes))
@@ -176,15 +198,19 @@ class TaskService:
         )
         with storage_errors():
             try:
-                await self._store.create(task, self._quota)
+                held = await self._store.create(task, self._quota, idempotency_key=idempotency_key)
             except CreateRateExceeded as exc:
                 window_seconds = self._settings.create_window_seconds
                 raise too_many_creates(exc.limit, window_seconds, exc.retry_after_ms) from None
             except QuotaExceeded as exc:
                 holder = "you" if exc.per == "principal" else "your institution"
                 raise too_many_tasks(holder, exc.limit, self._settings.poll_interval_ms) from None
+        if held.task_id != task.task_id:
+            if held.tool != tool.name or held.arguments != task.arguments:
+                raise invalid_params(KEY_REUSED)
+            return Created(held, repeated=True)
         self._execution.submit(task)
-        return task
+        return Created(task, repeated=False)
 
     async def get(self, task_id: str, owner: Owner) -> TaskRecord | None:
         with storage_errors():

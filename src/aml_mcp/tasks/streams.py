@@ -40,8 +40,10 @@ class PublishingTaskStore:
         self._clock = clock
         self._poll_interval_ms = poll_interval_ms
 
-    async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
-        await self._inner.create(task, quota)
+    async def create(
+        self, task: TaskRecord, quota: TaskQuota | None = None, *, idempotency_key: str | None = None
+    ) -> TaskRecord:
+        return await self._inner.create(task, quota, idempotency_key=idempotency_key)
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
         return await self._inner.find(task_id, owner, now_ms)

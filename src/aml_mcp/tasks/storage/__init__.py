@@ -81,6 +81,13 @@ def refuse_unstorable(task: TaskRecord) -> None:
         raise UnstorableTask("a task's owner or status message holds an unpaired surrogate")
 
 
+def refuse_unstorable_key(idempotency_key: str | None) -> None:
+    """Raise `UnstorableTask` unless an idempotency key can be kept as written (both stores keep it
+    as `TEXT`; the protocol layer refuses anything but short printable ASCII before this)."""
+    if idempotency_key is not None and not storable(idempotency_key):
+        raise UnstorableTask("an idempotency key holds U+0000 or an unpaired surrogate")
+
+
 def refuse_unstorable_change(change: Change) -> None:
     """Raise `UnstorableTask` unless the change's status message can be stored (its JSON documents
     are checked as they are written, by `json_text`)."""
@@ -174,10 +181,17 @@ class LeaseReport:
 
 
 class TaskStore(Protocol):
-    async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
-        """Insert a new task; returns once the row is durably committed.
+    async def create(
+        self, task: TaskRecord, quota: TaskQuota | None = None, *, idempotency_key: str | None = None
+    ) -> TaskRecord:
+        """Insert a new task; returns once the row is durably committed, with the task that holds
+        the create: `task` itself.
 
-        With `quota`, raises `QuotaExceeded` instead when the owner is at a limit.
+        With `quota`, raises `QuotaExceeded` instead when the owner is at a limit. With
+        `idempotency_key`, a live task of the same owner created with that key earlier is returned
+        instead, and nothing is inserted or counted (a retried create names the same task); an
+        expired one that still holds the key is deleted first, so the key names a new task. Two
+        creates racing with one key store one task: the key is unique per owner.
         """
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
@@ -352,6 +366,19 @@ class Dialect:
         fields = (owner.issuer, owner.subject, owner.tenant, owner.client_id)
         return (task_id, *(encode(value) for value in fields), now_ms)
 
+    def keyed(self) -> str:
+        """The condition naming the task one owner created with an idempotency key, live or expired
+        (the unique index's columns); its values: `keyed_args`."""
+        p = self.placeholder
+        return (
+            f"idempotency_key = {p} AND owner_issuer = {p} AND owner_subject = {p}"
+            f" AND owner_tenant = {p} AND owner_client_id = {p}"
+        )
+
+    def keyed_args(self, idempotency_key: str, owner: Owner) -> tuple[Any, ...]:
+        fields = (owner.issuer, owner.subject, owner.tenant, owner.client_id)
+        return (idempotency_key, *(self.owner(value) for value in fields))
+
 
 def task_row(task: TaskRecord, dialect: Dialect) -> tuple[Any, ...]:
     """A new task's values in `COLUMNS` order, as `dialect`'s columns keep them; `UnstorableTask`
@@ -442,8 +469,10 @@ class TimedTaskStore:
         finally:
             self._observe(operation, time.perf_counter() - started)
 
-    async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
-        await self._timed("create", self._inner.create(task, quota))
+    async def create(
+        self, task: TaskRecord, quota: TaskQuota | None = None, *, idempotency_key: str | None = None
+    ) -> TaskRecord:
+        return await self._timed("create", self._inner.create(task, quota, idempotency_key=idempotency_key))
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
         return await self._timed("find", self._inner.find(task_id, owner, now_ms))

@@ -13,6 +13,9 @@ once:
   the other and can never both see room. An advisory lock rather than SERIALIZABLE: it serializes
   only creates of the same tenant, only when a quota applies, and never fails with a serialization
   error that every caller would have to retry.
+- Idempotency keys: a keyed create takes the same lock, then looks the key up (owner and key, the
+  unique index's columns) before it counts or inserts, so creates racing with one key on any number
+  of replicas store one task, and a repeat is answered from the row the first one committed.
 - `claim` selects in a `MATERIALIZED` CTE with `FOR UPDATE SKIP LOCKED`, then updates the rows it
   locked. The `IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` form may run its subquery more than
   once and claim more than `n` rows; the materialized CTE runs exactly once.
@@ -35,6 +38,8 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
+import psycopg
+
 from aml_mcp.principal import Owner
 from aml_mcp.store.locks import LockClass
 from aml_mcp.store.migrations import Migration
@@ -56,6 +61,7 @@ from aml_mcp.tasks.storage import (
     creates_refused,
     findable,
     record_of,
+    refuse_unstorable_key,
     task_row,
 )
 
@@ -142,6 +148,37 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX tasks_created_by_principal ON tasks (owner_subject, owner_tenant, owner_issuer, created_at);
     """,
+    # A retried create names the task the first attempt made: the client's idempotency key is kept
+    # with the task, unique per owner, and never changes (the guard is the second wall).
+    """
+    ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
+    CREATE UNIQUE INDEX tasks_by_idempotency_key
+        ON tasks (idempotency_key, owner_issuer, owner_subject, owner_tenant, owner_client_id)
+        WHERE idempotency_key IS NOT NULL;
+    CREATE OR REPLACE FUNCTION tasks_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF OLD.status IN ('completed', 'failed', 'cancelled') THEN
+            RAISE EXCEPTION 'a terminal task never changes' USING ERRCODE = 'integrity_constraint_violation';
+        END IF;
+        IF NEW.task_id IS DISTINCT FROM OLD.task_id
+           OR NEW.owner_issuer IS DISTINCT FROM OLD.owner_issuer
+           OR NEW.owner_subject IS DISTINCT FROM OLD.owner_subject
+           OR NEW.owner_tenant IS DISTINCT FROM OLD.owner_tenant
+           OR NEW.owner_client_id IS DISTINCT FROM OLD.owner_client_id
+           OR NEW.tool IS DISTINCT FROM OLD.tool
+           OR NEW.required_scope IS DISTINCT FROM OLD.required_scope
+           OR NEW.created_at IS DISTINCT FROM OLD.created_at
+           OR NEW.ttl_ms IS DISTINCT FROM OLD.ttl_ms
+           OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
+           OR NEW.idempotency_key IS DISTINCT FROM OLD.idempotency_key
+           OR NEW.version < OLD.version THEN
+            RAISE EXCEPTION 'a task''s identity, owner, tool, scope, key and expiry never change'
+                USING ERRCODE = 'integrity_constraint_violation';
+        END IF;
+        RETURN NEW;
+    END;
+    $$;
+    """,
 ]
 
 MIGRATION = Migration(COMPONENT, MIGRATIONS)
@@ -180,6 +217,70 @@ def notification_payload(task_id: str, version: int, owner: Owner) -> str:
 
 _INSERTED = 4
 """The column of the counted insert's answer that says whether the task was inserted."""
+_KEYED = DIALECT.keyed()
+
+
+def _counted_insert(values: str) -> str:
+    """Counted and inserted in one statement, only if there is room; answers (tenant, principal,
+    made in the window, the oldest of those, inserted). The window counts the principal's newest
+    creates (at most its limit of them), finished or expired alike: the sweeper keeps a row until it
+    has left the window."""
+    return (
+        "WITH n AS (SELECT COUNT(*) AS tenant, COUNT(*) FILTER (WHERE owner_subject = %s) AS principal"  # noqa: S608
+        f"  FROM tasks WHERE owner_tenant = %s AND owner_issuer = %s AND {ACTIVE} AND expires_at > %s),"
+        " w AS (SELECT COUNT(*) AS made, MIN(created_at) AS oldest FROM (SELECT created_at FROM tasks"
+        "  WHERE owner_tenant = %s AND owner_issuer = %s AND owner_subject = %s AND created_at > %s"
+        "  ORDER BY created_at DESC LIMIT %s) r),"
+        f" ins AS (INSERT INTO tasks ({COLUMNS}, idempotency_key) SELECT {values} FROM n, w"
+        "  WHERE n.principal < %s AND n.tenant < %s AND w.made < %s RETURNING 1)"
+        " SELECT n.tenant, n.principal, w.made, w.oldest, (SELECT COUNT(*) FROM ins) FROM n, w"
+    )
+
+
+def _counted_params(task: TaskRecord, quota: TaskQuota, row: tuple[Any, ...]) -> tuple[Any, ...]:
+    owner = task.owner
+    rate_limit = quota.created_per_principal
+    return (
+        _b(owner.subject),
+        _b(owner.tenant),
+        _b(owner.issuer),
+        task.created_at,
+        _b(owner.tenant),
+        _b(owner.issuer),
+        _b(owner.subject),
+        quota.window_opens_after(task.created_at),
+        0 if rate_limit is None else rate_limit,  # no limit: count nothing, and 0 < 1 below
+        *row,
+        quota.active_per_principal,
+        quota.active_per_tenant,
+        1 if rate_limit is None else rate_limit,
+    )
+
+
+def _refuse_uncounted(counted: tuple[Any, ...], quota: TaskQuota, now_ms: int) -> None:
+    """The refusal a counted insert that inserted nothing stands for (nothing when it inserted)."""
+    tenant, principal, made, oldest, inserted = counted
+    if inserted:
+        return
+    if principal >= quota.active_per_principal:
+        raise QuotaExceeded("principal", quota.active_per_principal)
+    if tenant >= quota.active_per_tenant:
+        raise QuotaExceeded("tenant", quota.active_per_tenant)
+    refused = creates_refused(quota, made, oldest, now_ms)
+    assert refused is not None  # the insert's only other condition
+    raise refused
+
+
+async def _held(
+    conn: psycopg.AsyncConnection[Any], idempotency_key: str, owner: Owner, now_ms: int
+) -> TaskRecord | None:
+    """The live task `owner` created with `idempotency_key`, if any; an expired one still holding
+    the key (the sweeper has not reached it) is deleted, so the key names a new task."""
+    args = DIALECT.keyed_args(idempotency_key, owner)
+    await conn.execute(f"DELETE FROM tasks WHERE {_KEYED} AND expires_at <= %s", (*args, now_ms))  # noqa: S608
+    cursor = await conn.execute(f"SELECT {COLUMNS} FROM tasks WHERE {_KEYED}", args)  # noqa: S608
+    row = await cursor.fetchone()
+    return _record(row) if row is not None else None
 
 
 def tenant_lock_name(owner: Owner) -> str:
@@ -235,78 +336,54 @@ class PostgresTaskStore:
         self._recovered()
         return rows
 
-    async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
-        row = task_row(task, DIALECT)
-        owner = task.owner
+    async def create(
+        self, task: TaskRecord, quota: TaskQuota | None = None, *, idempotency_key: str | None = None
+    ) -> TaskRecord:
+        refuse_unstorable_key(idempotency_key)
+        row = (*task_row(task, DIALECT), idempotency_key)
         values = ", ".join(["%s"] * len(row))
-        insert = f"INSERT INTO tasks ({COLUMNS}) VALUES ({values})"  # noqa: S608
+        insert = f"INSERT INTO tasks ({COLUMNS}, idempotency_key) VALUES ({values})"  # noqa: S608
         unleased = task.lease_holder is None
-        if quota is None:
+        if quota is None and idempotency_key is None:
             if unleased:  # one statement, so the signal goes out exactly when the row commits
                 signalled = f"WITH i AS ({insert} RETURNING 1) SELECT pg_notify(%s, '') FROM i"  # noqa: S608
                 await self._run(signalled, (*row, self._db.channel(CREATED_CHANNEL)))
-                return
+                return task
             await self._run(insert, row)
-            return
-        # Counted and inserted in one statement, only if there is room; (tenant, principal, made in
-        # the window, the oldest of those, inserted). The window counts the principal's newest
-        # creates (at most its limit of them), finished or expired alike: the sweeper keeps a row
-        # until it has left the window.
-        rate_limit = quota.created_per_principal
-        counted_insert = (
-            "WITH n AS (SELECT COUNT(*) AS tenant, COUNT(*) FILTER (WHERE owner_subject = %s) AS principal"  # noqa: S608
-            f"  FROM tasks WHERE owner_tenant = %s AND owner_issuer = %s AND {ACTIVE} AND expires_at > %s),"
-            " w AS (SELECT COUNT(*) AS made, MIN(created_at) AS oldest FROM (SELECT created_at FROM tasks"
-            "  WHERE owner_tenant = %s AND owner_issuer = %s AND owner_subject = %s AND created_at > %s"
-            "  ORDER BY created_at DESC LIMIT %s) r),"
-            f" ins AS (INSERT INTO tasks ({COLUMNS}) SELECT {values} FROM n, w"
-            "  WHERE n.principal < %s AND n.tenant < %s AND w.made < %s RETURNING 1)"
-            " SELECT n.tenant, n.principal, w.made, w.oldest, (SELECT COUNT(*) FROM ins) FROM n, w"
-        )
-        params = (
-            _b(owner.subject),
-            _b(owner.tenant),
-            _b(owner.issuer),
-            task.created_at,
-            _b(owner.tenant),
-            _b(owner.issuer),
-            _b(owner.subject),
-            quota.window_opens_after(task.created_at),
-            0 if rate_limit is None else rate_limit,  # no limit: count nothing, and 0 < 1 below
-            *row,
-            quota.active_per_principal,
-            quota.active_per_tenant,
-            1 if rate_limit is None else rate_limit,
-        )
+            return task
+        counted: tuple[Any, ...] | None = None
         try:
             async with self._db.transaction() as conn:
                 # Creates of one tenant queue here until the one before commits; the next statement
-                # takes its snapshot after the lock, so it counts every task committed before it:
-                # no overshoot, whatever the concurrency.
+                # takes its snapshot after the lock, so it counts every task committed before it (no
+                # overshoot, whatever the concurrency) and sees the task a key already names.
                 await conn.execute(
                     "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                    (LockClass.TASKS_TENANT, tenant_lock_name(owner)),
+                    (LockClass.TASKS_TENANT, tenant_lock_name(task.owner)),
                 )
-                cursor = await conn.execute(counted_insert, params)
-                counted = await cursor.fetchone()
-                if unleased and counted is not None and counted[_INSERTED]:
+                if idempotency_key is not None:
+                    held = await _held(conn, idempotency_key, task.owner, task.created_at)
+                    if held is not None:
+                        return held
+                if quota is None:
+                    await conn.execute(insert, row)
+                    inserted = True
+                else:
+                    cursor = await conn.execute(_counted_insert(values), _counted_params(task, quota, row))
+                    counted = await cursor.fetchone()
+                    inserted = counted is not None and bool(counted[_INSERTED])
+                if unleased and inserted:
                     await conn.execute("SELECT pg_notify(%s, '')", (self._db.channel(CREATED_CHANNEL),))
         except Exception as exc:
             fault = self._fault(exc)
             if fault is None:
                 raise
             raise fault from exc
-        assert counted is not None
-        tenant, principal, made, oldest, inserted = counted
-        if not inserted:
-            if principal >= quota.active_per_principal:
-                raise QuotaExceeded("principal", quota.active_per_principal)
-            if tenant >= quota.active_per_tenant:
-                raise QuotaExceeded("tenant", quota.active_per_tenant)
-            refused = creates_refused(quota, made, oldest, task.created_at)
-            assert refused is not None  # the insert's only other condition
-            raise refused
+        if quota is not None:
+            assert counted is not None
+            _refuse_uncounted(counted, quota, task.created_at)
         self._recovered()
+        return task
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
         if not findable(task_id, owner):

@@ -39,6 +39,7 @@ from aml_mcp.tasks.storage import (
     creates_refused,
     findable,
     record_of,
+    refuse_unstorable_key,
     task_row,
 )
 
@@ -115,6 +116,19 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX tasks_created_by_principal ON tasks (owner_subject, owner_tenant, owner_issuer, created_at);
     """,
+    # A retried create names the task the first attempt made: the client's idempotency key is kept
+    # with the task, unique per owner, and never changes (the trigger is the second wall).
+    """
+    ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
+    CREATE UNIQUE INDEX tasks_by_idempotency_key
+        ON tasks (idempotency_key, owner_issuer, owner_subject, owner_tenant, owner_client_id)
+        WHERE idempotency_key IS NOT NULL;
+    CREATE TRIGGER tasks_idempotency_key_is_fixed BEFORE UPDATE ON tasks
+    WHEN NEW.idempotency_key IS NOT OLD.idempotency_key
+    BEGIN
+        SELECT RAISE(ABORT, 'a task''s idempotency key never changes');
+    END;
+    """,
 ]
 
 MIGRATION = Migration(COMPONENT, MIGRATIONS)
@@ -134,6 +148,18 @@ oldest one's `created_at`). Expired rows count too: the sweeper keeps them until
 
 def _record(row: tuple[Any, ...]) -> TaskRecord:
     return record_of(row, owner=Owner(row[1], row[2], row[3], row[4]), status_message=row[10])
+
+
+_KEYED = DIALECT.keyed()
+
+
+def _held(conn: sqlite3.Connection, idempotency_key: str, owner: Owner, now_ms: int) -> TaskRecord | None:
+    """The live task `owner` created with `idempotency_key`, if any; an expired one still holding
+    the key (the sweeper has not reached it) is deleted, so the key names a new task."""
+    args = DIALECT.keyed_args(idempotency_key, owner)
+    conn.execute(f"DELETE FROM tasks WHERE {_KEYED} AND expires_at <= ?", (*args, now_ms))  # noqa: S608
+    row = conn.execute(f"SELECT {COLUMNS} FROM tasks WHERE {_KEYED}", args).fetchone()  # noqa: S608
+    return _record(row) if row is not None else None
 
 
 class SqliteTaskStore:
@@ -181,17 +207,25 @@ class SqliteTaskStore:
                 raise
             raise fault from exc
 
-    async def create(self, task: TaskRecord, quota: TaskQuota | None = None) -> None:
-        row = task_row(task, DIALECT)
-        sql = f"INSERT INTO tasks ({COLUMNS}) VALUES ({', '.join('?' * len(row))})"  # noqa: S608
+    async def create(
+        self, task: TaskRecord, quota: TaskQuota | None = None, *, idempotency_key: str | None = None
+    ) -> TaskRecord:
+        refuse_unstorable_key(idempotency_key)
+        row = (*task_row(task, DIALECT), idempotency_key)
+        sql = f"INSERT INTO tasks ({COLUMNS}, idempotency_key) VALUES ({', '.join('?' * len(row))})"  # noqa: S608
         owner = task.owner
         count = (
             "SELECT COUNT(*), COALESCE(SUM(owner_subject = ?), 0) FROM tasks"  # noqa: S608
             f" WHERE owner_tenant = ? AND owner_issuer = ? AND {ACTIVE} AND expires_at > ?"
         )
 
-        def insert(conn: sqlite3.Connection) -> None:
-            # Counted and inserted by the one writer, in one transaction: no two creates both see room.
+        def insert(conn: sqlite3.Connection) -> TaskRecord:
+            # Looked up, counted and inserted by the one writer, in one transaction: no two creates
+            # both see room, nor both miss the task a key already names.
+            if idempotency_key is not None:
+                held = _held(conn, idempotency_key, owner, task.created_at)
+                if held is not None:
+                    return held
             if quota is not None:
                 tenant, principal = conn.execute(
                     count, (owner.subject, owner.tenant, owner.issuer, task.created_at)
@@ -215,8 +249,9 @@ class SqliteTaskStore:
                     if refused is not None:
                         raise refused
             conn.execute(sql, row)
+            return task
 
-        await self._write(insert)
+        return await self._write(insert)
 
     # Lookups are one primary-key probe (tens of microseconds), so they run on the calling thread:
     # handing them to a worker thread cost more than the query itself (about 0.6 ms of CPU per
