@@ -3,6 +3,8 @@
 `McpClient.call_tool` returns a tool's result, or a `TaskHandle` when the server runs the call as a
 task: `await handle.result()` waits by listening (falling back to polling), `handle.statuses()`
 follows it, `handle.answer()` / `on_input` answer `input_required`, `handle.cancel()` cancels it.
+Every call carries an idempotency key, and a call that gets no answer (a connection error, 502,
+503) is sent again with it, so a retried create never makes a second task (`aml_mcp.client.retries`).
 See docs/python-client.md.
 """
 

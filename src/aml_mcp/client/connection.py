@@ -23,7 +23,7 @@ from mcp.client import Client
 from mcp.client.extension import ClaimContext
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -35,6 +35,7 @@ from aml_mcp.client.events import TaskEvents
 from aml_mcp.client.extension import TasksExtension
 from aml_mcp.client.handle import InputHandler, TaskHandle
 from aml_mcp.client.result_type import default_result_type
+from aml_mcp.client.retries import DEFAULT_ATTEMPTS, IDEMPOTENCY_KEY_META, CreateRetries, new_idempotency_key
 from aml_mcp.client.task_listen import TaskListen, listen_for_tasks
 from aml_mcp.client.task_shapes import (
     TASKS_EXTENSION,
@@ -87,6 +88,7 @@ class McpClient:
         mode: str = "auto",
         tasks: bool = True,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        create_attempts: int = DEFAULT_ATTEMPTS,
     ) -> None:
         self.url = url
         self.on_input = on_input
@@ -104,12 +106,16 @@ class McpClient:
         self._limit = AnswerLimit(max_answer_bytes)
         """The SDK's `mode`: `auto` discovers (falling back to the legacy handshake); a protocol version
         (`2026-07-28`) adopts it without a discovery round trip."""
+        if create_attempts < 1:
+            raise ValueError("create_attempts must be at least 1 (the first send)")
+        self._create_attempts = create_attempts
+        """Sends of one `tools/call` at most, on connection errors, 502 and 503 (1: never resent)."""
 
     async def __aenter__(self) -> McpClient:
         async with AsyncExitStack() as stack:
             http = self._http_client
             if http is None:
-                http = await stack.enter_async_context(create_mcp_http_client(auth=self._auth))
+                http = await stack.enter_async_context(self._new_http_client())
             self._limit.install(http)
             stack.callback(self._limit.uninstall, http)
             transport = streamable_http_client(
@@ -129,6 +135,15 @@ class McpClient:
                 )
             self._stack = stack.pop_all()
         return self
+
+    def _new_http_client(self) -> httpx2.AsyncClient:
+        """The SDK's own HTTP client settings (`create_mcp_http_client`), with keyed creates resent on
+        connection errors, 502 and 503 (`CreateRetries`)."""
+        return httpx2.AsyncClient(
+            timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+            auth=self._auth,
+            transport=CreateRetries(httpx2.AsyncHTTPTransport(), attempts=self._create_attempts),
+        )
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -188,17 +203,25 @@ class McpClient:
         traceparent: str | None = None,
         on_input: InputHandler | None = None,
         meta: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> types.CallToolResult | TaskHandle:
         """Call a tool: its result, or a `TaskHandle` when the server runs it as a task.
 
         A `traceparent` (W3C; a fresh one when omitted) is sent in `_meta`. `input_required` rounds
         are answered with `on_input` (or the client's) and the call retried, as the protocol asks.
+
+        Every call carries an idempotency key in `_meta` (`idempotency_key`, or a fresh random one):
+        when a send gets a connection error, a 502 or a 503, it is sent again with the same key, so
+        a create whose answer was lost is answered with the task it made, never a second one. Pass
+        your own key to make a create safe to repeat across processes (a script run twice).
         """
         answer = on_input or self.on_input
         request_meta: dict[str, Any] = {
             TRACEPARENT_META_KEY: traceparent or new_traceparent(),
             **(meta or {}),
         }
+        if idempotency_key is not None or IDEMPOTENCY_KEY_META not in request_meta:
+            request_meta[IDEMPOTENCY_KEY_META] = idempotency_key or new_idempotency_key()
         args = dict(arguments or {})
         responses: types.InputResponses | None = None
         state: str | None = None
