@@ -4,6 +4,9 @@ The result goes to stdout as JSON (the structured content when the tool returned
 else to stderr, so scripts can pipe the one and people read the other. A call the server runs as a
 task is followed until it ends, with a live bar on a terminal; Ctrl-C cancels the task on the server
 (`tasks/cancel`) before exiting. `--no-wait` prints the task instead, for `aml-mcp task` later.
+A call that gets no answer (a connection error, 502, 503) is sent again with the same idempotency
+key, so it never creates a second task; `--idempotency-key` names the create, so a script that runs
+the command again after losing its output gets the same task.
 
 The server is not trusted: everything it wrote reaches stdout and stderr through
 `aml_mcp.client.terminal` (JSON with its controls as `\\uXXXX` escapes, prose with them shown
@@ -116,6 +119,12 @@ def add_commands(commands: Any) -> None:
     )
     call.add_argument("--json", metavar="ARGS", help="the arguments as one JSON object")
     call.add_argument("--no-wait", action="store_true", help="print the task instead of waiting for it")
+    call.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="name this create (1-255 visible ASCII characters): the same key sent again gets the same"
+        " task (default: a fresh key, resent only by this command's own retries)",
+    )
     call.add_argument(
         "--answer",
         action="append",

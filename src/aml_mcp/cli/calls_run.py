@@ -174,7 +174,7 @@ async def run_call(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     async with _connected(args, answers) as client:
         arguments = await _arguments(client, args)
         try:
-            outcome = await client.call_tool(args.tool, arguments)
+            outcome = await client.call_tool(args.tool, arguments, idempotency_key=args.idempotency_key)
         except InputUnavailable as missing:
             print(describe_unanswered(missing.requests), file=sys.stderr)
             return EXIT_INPUT
@@ -254,4 +254,20 @@ def run(runner: Callable[[argparse.Namespace], Awaitable[int]], args: argparse.N
     except (httpx2.HTTPError, OSError) as error:
         print(f"aml-mcp: cannot reach {terminal_text(args.url)}: {terminal_text(error)}", file=sys.stderr)
         return EXIT_PROTOCOL
+    except BaseExceptionGroup as group:
+        # A connection lost under a request ends the SDK's session from its transport's task group,
+        # which raises the error wrapped: still the server out of reach (every retry spent), one line.
+        lost, other = group.split((httpx2.HTTPError, OSError))
+        if lost is None or other is not None:
+            raise
+        print(
+            f"aml-mcp: cannot reach {terminal_text(args.url)}: {terminal_text(_first(group))}",
+            file=sys.stderr,
+        )
+        return EXIT_PROTOCOL
     return code
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    leaf = group.exceptions[0]
+    return _first(leaf) if isinstance(leaf, BaseExceptionGroup) else leaf
