@@ -147,6 +147,9 @@ def test_the_stores_unavailable_errors_are_faults_and_a_tools_errors_are_not() -
     locked = sqlite3.OperationalError("database is locked")
     locked.sqlite_errorname = "SQLITE_BUSY"  # type: ignore[attr-defined]
     assert storage_fault(wrapped(locked, StorageUnavailable("database busy"))) == "database busy"
+    assert storage_fault(StorageUnavailable("disk full")) == "disk full"  # a StorageFault of its own
+    group = BaseExceptionGroup("a task group's", [ValueError("x"), StorageUnavailable("disk full")])
+    assert storage_fault(group) == "disk full"
     assert storage_fault(RuntimeError("database is not open")) == "database closed"
     for bug in (ValueError("bad"), RuntimeError("boom"), MCPError(code=-32602, message="bad params")):
         assert storage_fault(bug) is None

@@ -46,6 +46,8 @@ def storage_fault(exc: BaseException) -> str | None:
 def _own_fault(exc: BaseException) -> str | None:
     if isinstance(exc, StorageFault):
         return exc.cause
+    if isinstance(exc, BaseExceptionGroup):  # a task group's: a fault if any of its members is one
+        return next((c for c in map(storage_fault, exc.exceptions) if c is not None), None)
     driver = type(exc).__module__.split(".", 1)[0]
     if driver in ("psycopg", "psycopg_pool"):
         from aml_mcp.store.postgres import storage_fault as postgres_fault

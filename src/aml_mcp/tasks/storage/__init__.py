@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from aml_mcp.principal import Owner
+from aml_mcp.store.faults import StorageFault
 from aml_mcp.store.text import storable, unicode_text
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
 
@@ -106,13 +107,12 @@ def json_text(value: Mapping[str, Any] | None) -> str | None:
     return text
 
 
-class StorageUnavailable(Exception):
+class StorageUnavailable(StorageFault):
     """The store cannot do the operation right now, for a reason that is not the caller's; nothing
     of it was applied. `cause` is short and fit for a client ("disk full", "database busy")."""
 
     def __init__(self, cause: str) -> None:
-        super().__init__(f"task storage unavailable: {cause}")
-        self.cause = cause
+        super().__init__(f"task storage unavailable: {cause}", cause)
 
 
 @dataclass(frozen=True, slots=True)
