@@ -2,6 +2,8 @@
 // the protocol version and this page's capabilities in `_meta` and the routing headers the server
 // checks (`Mcp-Method`, `Mcp-Name`). Answers come as JSON or as a server-sent-events stream.
 
+import { events } from "./sse.js";
+
 export const PROTOCOL = "2026-07-28";
 export const TASKS = "io.modelcontextprotocol/tasks";
 
@@ -28,30 +30,6 @@ function meta() {
     "io.modelcontextprotocol/clientCapabilities": { extensions: { [TASKS]: {} }, elicitation: {} },
     "io.modelcontextprotocol/clientInfo": { name: "aml-mcp-lab", version: "1.0.0" },
   };
-}
-
-/** Yields each JSON-RPC message of an SSE body as it arrives. */
-async function* events(body) {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const data = block.split("\n").filter((line) => line.startsWith("data:"))
-          .map((line) => line.slice(5).replace(/^ /, "")).join("\n");
-        if (data) yield JSON.parse(data);
-      }
-    }
-  } finally {
-    reader.releaseLock();
-  }
 }
 
 export class McpClient {
