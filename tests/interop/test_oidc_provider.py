@@ -8,7 +8,10 @@ refusal is checked on the wire (401/403 and the challenge) and in the audit trai
 
 The server runs with `leeway_seconds = 0` (the expired token is refused the moment it expires),
 `jwks_cache_seconds = 3` (a withdrawn key stops working within 3 s: the bound a bank tunes) and
-`jwks_refetch_interval_seconds = 1`.
+`jwks_refetch_interval_seconds = 0`: this provider signs with a new key the moment it has one, and
+the first token of it must cause a refetch whenever it comes (with the default 30 s, one that
+comes within 30 s of the last fetch waits that long; providers that publish their next key before
+signing with it are followed at the next fetch whatever the interval).
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ def served(provider: OidcProvider, tmp_path_factory: pytest.TempPathFactory) -> 
         data_dir,
         leeway_seconds=0,
         jwks_cache_seconds=JWKS_CACHE_SECONDS,
-        jwks_refetch_interval_seconds=1,
+        jwks_refetch_interval_seconds=0,
     ) as server:
         running = Served(server, data_dir)
         with running.http:
