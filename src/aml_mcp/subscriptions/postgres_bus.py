@@ -15,11 +15,17 @@ changes reach every process through the database.
   twice, or after a resync already delivered the state do no harm.
 - **Liveness.** `notifies(timeout=...)` returns every `liveness_seconds`; a `SELECT 1` then proves
   the connection is alive. TCP keepalives catch a silent network.
-- **Reconnect = resync.** NOTIFY is never replayed: whatever was sent while the connection was
-  down is lost. After every (re)connect, once LISTEN is in place again, every registered resync
+- **Reconnect = resync, owed until it succeeds.** NOTIFY is never replayed: whatever was sent
+  while the connection was down is lost. After every (re)connect, once LISTEN is in place again,
+  the pool's idle connections are checked (a reset killed them too) and every registered resync
   callback runs (listen streams re-read their tasks' current state), so no final state is lost.
-  Reconnects back off exponentially, up to `max_backoff_seconds`. Notifications dropped because the
-  lookups fell `backlog` behind are treated the same way: a resync once the backlog drained.
+  A callback that fails is *owed*: it is run again, with jittered exponential backoff up to
+  `max_backoff_seconds`, until it succeeds, and a round counts in `resyncs` only once every
+  callback owed has succeeded. Reconnects back off the same way. Notifications dropped because the
+  lookups fell `backlog` behind are treated like a reconnect: a resync once the backlog drained.
+- **A failed lookup is retried, then owed.** A notified task whose lookup fails (its pooled
+  connection died with the listener's) is looked up again, `lookup_attempts` times in all with
+  backoff; if it still fails, a resync is owed, which re-reads every followed task until it works.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -51,6 +58,9 @@ Signal = Callable[[str], None]
 """Called with the payload of each notification on an extra channel (`on_signal`), on the event
 loop: it must not block (a wake-up, a comparison), and nothing is looked up for it."""
 Resync = Callable[[], Awaitable[None]]
+Jitter = Callable[[], float]
+"""A number in [0, 1): how far into the second half of a backoff a retry waits (spreads retries
+of many processes after one reset)."""
 
 
 def _signal(hooks: dict[object, Signal], payload: str) -> None:
@@ -93,7 +103,9 @@ class PgEventBus:
         first_backoff_seconds: float = 0.05,
         max_backoff_seconds: float = 2.0,
         lookups_at_once: int = 8,
+        lookup_attempts: int = 4,
         backlog: int = 10_000,
+        jitter: Jitter = random.random,
     ) -> None:
         self._db = database
         self._resolve = resolve
@@ -102,22 +114,36 @@ class PgEventBus:
         self._first_backoff = first_backoff_seconds
         self._max_backoff = max_backoff_seconds
         self._lookups_at_once = lookups_at_once
+        self._lookup_attempts = max(1, lookup_attempts)
         self._backlog = backlog
+        self._jitter = jitter
         self._overflowed = False
         """A notification was dropped (backlog full): resync at the next liveness tick."""
         self._listeners: Listeners[[Event]] = Listeners()
         self._resync_hooks: dict[object, Resync] = {}
+        self._owed: dict[object, int] = {}
+        """Resync hooks owed a successful run, each with the number of the request that owes it (a
+        run that started before a newer request does not pay that one)."""
+        self._requests = 0
+        self._paying = anyio.Lock()
+        self._retry_kicks: MemoryObjectSendStream[None] | None = None
+        """Wakes the retry of owed hooks (set while `running`)."""
         self._channel_hooks: dict[
             str, tuple[Resync, MemoryObjectSendStream[None], MemoryObjectReceiveStream[None]]
         ] = {}
         self._signals: dict[str, dict[object, Signal]] = {}
         self._connection: psycopg.AsyncConnection[Any] | None = None
         self.ready = anyio.Event()
-        """Set once LISTEN is first in place (streams opened before that still get current state)."""
+        """Set once LISTEN is first in place and the first resync was tried (streams opened before
+        that still get current state)."""
         self.connects = 0
         """Listener connections made, the first included: `connects - 1` reconnects."""
         self.resyncs = 0
-        """Resync rounds completed (one after every connect)."""
+        """Resync rounds completed: every hook owed ran without failing (one after every connect)."""
+        self.resync_failures = 0
+        """Hook runs that failed and were owed again (each retried with backoff)."""
+        self.lookup_failures = 0
+        """Lookups of a notified task that failed (each retried; a resync owed if all attempts fail)."""
         self.received = 0
 
     def publish(self, event: Event) -> None:
@@ -133,6 +159,7 @@ class PgEventBus:
 
         def remove() -> None:
             self._resync_hooks.pop(token, None)
+            self._owed.pop(token, None)
 
         return remove
 
@@ -177,6 +204,9 @@ class PgEventBus:
                 group.start_soon(self._deliver, receive.clone())
             for hook, _, kicks in self._channel_hooks.values():
                 group.start_soon(self._run_on_kick, hook, kicks)
+            retry_send, retry_receive = anyio.create_memory_object_stream[None](1)
+            self._retry_kicks = retry_send
+            group.start_soon(self._retry_owed, retry_receive)
             receive.close()
             with anyio.move_on_after(10):
                 await self.ready.wait()
@@ -211,8 +241,12 @@ class PgEventBus:
                 for channel in [*self._channel_hooks, *signals]:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                 self.connects += 1
-                self.ready.set()
+                # Whatever the reset killed, the pool's idle connections died with it: the
+                # resync's reads (and the next lookups) must not be lent a dead one.
+                with contextlib.suppress(psycopg.Error, OSError, RuntimeError):
+                    await self._db.pool.check()
                 await self._resync()
+                self.ready.set()
                 while True:
                     async for notify in conn.notifies(timeout=self._liveness):
                         hooks = signals.get(notify.channel)
@@ -239,13 +273,62 @@ class PgEventBus:
             finally:
                 self._connection = None
 
+    def owe_resync(self) -> None:
+        """Owe every resync hook a run (what was announced meanwhile may be lost); they are run, and
+        retried with backoff, until each has succeeded once since now."""
+        self._requests += 1
+        for token in self._resync_hooks:
+            self._owed[token] = self._requests
+
     async def _resync(self) -> None:
-        for hook in list(self._resync_hooks.values()):
-            try:
-                await hook()
-            except Exception:
-                logger.exception("a resync hook failed")
-        self.resyncs += 1
+        """Owe a resync and pay it now; what fails is retried in the background until it succeeds."""
+        self.owe_resync()
+        if not await self._pay():
+            self._kick_retry()
+
+    def _kick_retry(self) -> None:
+        if self._retry_kicks is not None:
+            with contextlib.suppress(anyio.WouldBlock):
+                self._retry_kicks.send_nowait(None)  # a retry already pending covers this one
+
+    async def _pay(self) -> bool:
+        """Run every owed hook once; True when nothing is owed any more (a round completed)."""
+        async with self._paying:
+            if not self._owed:
+                return True
+            for token, request in list(self._owed.items()):
+                hook = self._resync_hooks.get(token)
+                if hook is None:
+                    self._owed.pop(token, None)
+                    continue
+                try:
+                    await hook()
+                except Exception as exc:
+                    self.resync_failures += 1
+                    logger.warning("a resync hook failed (%s: %s); it is retried", type(exc).__name__, exc)
+                    logger.debug("resync hook failure", exc_info=True)
+                    continue
+                if self._owed.get(token) == request:
+                    del self._owed[token]
+            if self._owed:
+                return False
+            self.resyncs += 1
+            return True
+
+    def _backoff(self, seconds: float) -> float:
+        """`seconds` spread over its second half and first double: retries of many processes after
+        one reset do not arrive together."""
+        return min(self._max_backoff, seconds * (0.5 + self._jitter()))
+
+    async def _retry_owed(self, kicks: MemoryObjectReceiveStream[None]) -> None:
+        """Retries owed resync hooks with jittered exponential backoff until every one succeeded."""
+        with kicks:
+            async for _ in kicks:
+                backoff = self._first_backoff
+                while self._owed:
+                    await anyio.sleep(self._backoff(backoff))
+                    backoff = min(self._max_backoff, backoff * 2)
+                    await self._pay()
 
     async def _run_on_kick(self, hook: Resync, kicks: MemoryObjectReceiveStream[None]) -> None:
         async for _ in kicks:
@@ -262,10 +345,25 @@ class PgEventBus:
                 parsed = parse_payload(payload)
                 if parsed is None or (self._followed is not None and parsed[0] not in self._followed):
                     continue  # malformed, or no stream here follows it: no lookup
-                try:
-                    event = await self._resolve(*parsed)
-                except Exception as exc:
-                    logger.warning("could not look up a notified task (%s)", exc)
-                    continue
+                event = await self._look_up(*parsed)
                 if event is not None:
                     self._listeners.fire(event)
+
+    async def _look_up(self, task_id: str, owner: Owner) -> Event | None:
+        """The notified task's event, the lookup retried with backoff; when every attempt fails, a
+        resync is owed (it re-reads every followed task, and is retried until it succeeds), so a
+        notification is never simply dropped."""
+        backoff = self._first_backoff
+        for attempt in range(1, self._lookup_attempts + 1):
+            try:
+                return await self._resolve(task_id, owner)
+            except Exception as exc:
+                self.lookup_failures += 1
+                if attempt == self._lookup_attempts:
+                    logger.warning("could not look up a notified task (%s); a resync is owed", exc)
+                    break
+            await anyio.sleep(self._backoff(backoff))
+            backoff = min(self._max_backoff, backoff * 2)
+        self.owe_resync()
+        self._kick_retry()
+        return None
