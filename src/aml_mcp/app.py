@@ -37,6 +37,7 @@ from aml_mcp.catalog import Catalog
 from aml_mcp.component import Component, Parts
 from aml_mcp.config import Settings
 from aml_mcp.devauth.storage import DevClient
+from aml_mcp.devauth.users import DEMO_USERS
 from aml_mcp.devauth.wiring import DevAuth, build_dev_auth
 from aml_mcp.http.availability import RefuseWhileUnavailable
 from aml_mcp.http.endpoint import Admission, McpEndpoint
@@ -46,7 +47,7 @@ from aml_mcp.http.limits import HeaderLimits
 from aml_mcp.http.prometheus import CountRequests, ServerMetrics, metrics_app
 from aml_mcp.lab.exchange import InProcessMcp
 from aml_mcp.lab.simulation import MintToken, Simulation
-from aml_mcp.lab.wiring import build_lab, lab_scope_rules, page_url
+from aml_mcp.lab.wiring import DemoAccount, build_lab, lab_scope_rules, page_url
 from aml_mcp.persistence import Hooks, Persistence, open_persistence
 from aml_mcp.protocol.server import build_server
 from aml_mcp.scope_rules import ScopeRules, StaticScopeRule
@@ -150,7 +151,9 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         probes.append(("audit_unavailable", audit.log.ready))
     endpoint = _mcp_endpoint(settings, server, admission, audit, components)
     if settings.lab_served:
-        components.append(_lab(settings, admission, endpoint, persistence.audit_reader(), audit, dev))
+        components.append(
+            _lab(settings, admission, endpoint, persistence.audit_reader(), audit, dev, hierarchy)
+        )
     # For the commands that act for this server (`aml-mcp token`, `aml-mcp revoke`): see server_record.
     record = ServerRecord(settings.resource_url, tuple(auth.trusted_issuers))
 
@@ -312,8 +315,11 @@ def _lab(
     trail: AuditReader,
     audit: AuditTrail,
     dev: DevAuth | None,
+    hierarchy: ScopeHierarchy,
 ) -> Component:
-    """The lab page; its simulation sends its wrong requests to `endpoint` inside the process."""
+    """The lab page; its simulation sends its wrong requests to `endpoint` inside the process. It is
+    told what each scope implies, and the development authorization server's demo users (public on
+    its sign-in page) when that server is on."""
     simulation = Simulation(
         send=InProcessMcp(endpoint, url=settings.resource_url),
         trail=trail,
@@ -328,6 +334,13 @@ def _lab(
         resource_url=settings.resource_url,
         tenant_claim=settings.auth.tenant_claim,
         simulation=simulation if settings.lab.simulation else None,
+        scope_implies={scope: sorted(hierarchy.effective([scope])) for scope in hierarchy.scopes},
+        demo_users=[
+            DemoAccount(user.username, user.tenant, tuple(sorted(user.scopes)), user.description)
+            for user in DEMO_USERS
+        ]
+        if dev is not None
+        else [],
     )
 
 

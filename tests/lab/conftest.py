@@ -7,13 +7,9 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Playwright, sync_playwright
 
-from aml_mcp.aml.demo.first_start import load_demo_if_empty
-from aml_mcp.aml.settings import AmlSettings
-from aml_mcp.tasks.settings import TaskSettings
 from tests.lab.browser import chromium_path
-from tests.support.oauth import SecuredServer, secured_server
-
-NOTES_PER_BANK = 150
+from tests.lab.server import lab_server as serve_lab
+from tests.support.oauth import SecuredServer
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +29,6 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 @pytest.fixture(scope="module")
 def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredServer]:
-    """`aml-mcp serve`'s app with its defaults that matter here: the AML tools, the development
-    authorization server and so the lab, on a real socket (the browser is a real client)."""
-    data_dir = tmp_path_factory.mktemp("lab-browser")
-    aml = AmlSettings(
-        demo_notes_per_tenant=NOTES_PER_BANK, embedder="static"
-    )  # search quality is not the point here
-    load_demo_if_empty(aml, data_dir)
-    tasks = TaskSettings(poll_interval_ms=200, heartbeat_ms=200, lease_ms=2000, claim_interval_ms=500)
-    with secured_server(data_dir, None, dev=True, aml=aml, tasks=tasks, real_socket=True) as server:  # type: ignore[arg-type]
+    """The lab's server (see `tests.lab.server`), one for the module's tests."""
+    with serve_lab(tmp_path_factory.mktemp("lab-browser")) as server:
         yield server

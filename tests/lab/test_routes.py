@@ -63,12 +63,28 @@ def test_the_page_and_its_configuration_are_served(server: SecuredServer) -> Non
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     assert page.headers["referrer-policy"] == "no-referrer"  # the sign-in code never leaves in a Referer
     config = server.http.get("/lab/config.json").json()
+    demo_users = config.pop("demoUsers")
     assert config == {
         "resource": server.resource,
         "clientId": "aml-mcp-lab",
         "tenantClaim": "tenant",
         "auditScope": "aml:admin",
+        # What each scope amounts to, as the gate reckons it: the page asks only for what this allows.
+        "scopeImplies": {
+            "aml:admin": ["aml:admin", "aml:draft", "aml:eval", "aml:read"],
+            "aml:draft": ["aml:draft"],
+            "aml:eval": ["aml:eval"],
+            "aml:read": ["aml:read"],
+        },
         "simulation": ["wrong_audience", "expired", "no_scope", "no_token", "other_bank"],
+    }
+    # The development authorization server's demo users, as its sign-in page lists them (never a password).
+    assert [user["username"] for user in demo_users] == ["alice", "carol", "bob", "dave", "erin"]
+    assert demo_users[1] == {
+        "username": "carol",
+        "bank": "meridian-bank",
+        "scopes": ["aml:admin"],
+        "description": "AML lead at Meridian Bank: everything",
     }
 
 
@@ -295,7 +311,9 @@ def test_the_lab_on_purpose_with_another_issuer_has_no_simulation(tmp_path: Any)
             lab=LabSettings(enabled=True),
         ) as running,
     ):
-        assert running.http.get("/lab/config.json").json()["simulation"] == ["no_token"]
+        config = running.http.get("/lab/config.json").json()
+        assert config["simulation"] == ["no_token"]
+        assert config["demoUsers"] == []  # demo users are the development authorization server's only
         bearer = running.mint(subject="carol", tenant="meridian-bank", scope="aml:admin")
         answer = simulate(running, bearer, {"case": "no_scope", "tool": "probe_read"})
         assert answer.status_code == 400

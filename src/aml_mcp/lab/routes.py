@@ -13,6 +13,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
@@ -62,6 +63,25 @@ def lab_scope_rules(settings: LabSettings) -> Mapping[str, ScopeRule]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class DemoAccount:
+    """A demo user of the development authorization server, as the signed-out page names it (its
+    sign-in page prints the same: the accounts are public and their passwords are their names)."""
+
+    username: str
+    bank: str
+    scopes: tuple[str, ...]
+    description: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "username": self.username,
+            "bank": self.bank,
+            "scopes": list(self.scopes),
+            "description": self.description,
+        }
+
+
 class LabRoutes:
     def __init__(
         self,
@@ -73,6 +93,8 @@ class LabRoutes:
         tenant_claim: str,
         simulation: Simulation | None,
         simulation_rate: SimulationRate,
+        scope_implies: Mapping[str, Sequence[str]] | None = None,
+        demo_users: Sequence[DemoAccount] = (),
     ) -> None:
         self.settings = settings
         self.admission = admission
@@ -82,6 +104,11 @@ class LabRoutes:
         self.tenant_claim = tenant_claim
         self.simulation = simulation
         self.simulation_rate = simulation_rate
+        self.scope_implies = {scope: sorted(implied) for scope, implied in (scope_implies or {}).items()}
+        """Each scope and every scope it implies (the hierarchy's closure): the page compares the
+        token's scopes with what a view needs as the server does, so it never asks for a refusal."""
+        self.demo_users = tuple(demo_users)
+        """Named on the signed-out page; only with the development authorization server."""
 
     @property
     def routes(self) -> Sequence[BaseRoute]:
@@ -99,14 +126,17 @@ class LabRoutes:
         ]
 
     async def config(self, request: Request) -> Response:
-        """What the page needs to start: which resource, which client, where the tenant is in a token."""
+        """What the page needs to start: which resource, which client, where the tenant is in a token,
+        what each scope implies, and (with the development authorization server) its demo users."""
         return JSONResponse(
             {
                 "resource": self.resource_url,
                 "clientId": self.settings.client_id,
                 "tenantClaim": self.tenant_claim,
                 "auditScope": self.settings.audit_scope,
+                "scopeImplies": self.scope_implies,
                 "simulation": [case.kind for case in self.simulation.cases] if self.simulation else [],
+                "demoUsers": [user.as_json() for user in self.demo_users],
             },
             headers=_NO_STORE,
         )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from aml_mcp.audit.storage import AuditReader
 from aml_mcp.component import Parts
 from aml_mcp.http.endpoint import Admission
-from aml_mcp.lab.routes import LabRoutes, lab_scope_rules
+from aml_mcp.lab.routes import DemoAccount, LabRoutes, lab_scope_rules
 from aml_mcp.lab.settings import LabSettings
 from aml_mcp.lab.simulation import Simulation, SimulationRate
 
@@ -18,8 +20,14 @@ def build_lab(
     resource_url: str,
     tenant_claim: str,
     simulation: Simulation | None,
+    scope_implies: Mapping[str, Sequence[str]] | None = None,
+    demo_users: Sequence[DemoAccount] = (),
 ) -> Parts:
-    """The page's routes. Its scope rules (`lab_scope_rules`) are merged by the app before the gate."""
+    """The page's routes. Its scope rules (`lab_scope_rules`) are merged by the app before the gate.
+
+    `scope_implies` maps each scope to every scope it implies (the server's hierarchy), so the page
+    sends no request the signed-in user's token would be refused; `demo_users` are named on the
+    signed-out page, and are given only with the development authorization server."""
     routes = LabRoutes(
         settings,
         admission=admission,
@@ -28,6 +36,8 @@ def build_lab(
         tenant_claim=tenant_claim,
         simulation=simulation,
         simulation_rate=SimulationRate(settings.simulation_runs_per_minute, 60.0),
+        scope_implies=scope_implies,
+        demo_users=demo_users,
     )
     return Parts(routes=routes.routes)
 
@@ -39,4 +49,4 @@ def page_url(resource_url: str) -> str:
     return f"{scheme}://{rest.split('/', 1)[0]}/lab/"
 
 
-__all__ = ["build_lab", "lab_scope_rules", "page_url"]
+__all__ = ["DemoAccount", "build_lab", "lab_scope_rules", "page_url"]

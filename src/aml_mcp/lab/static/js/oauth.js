@@ -51,13 +51,16 @@ export function redirectUri() {
   return `${location.origin}/lab/`;
 }
 
-/** Leaves the page for the authorization server; `finishSignIn` picks up on the way back. */
-export async function startSignIn(config, scopes) {
+/**
+ * Leaves the page for the authorization server; `finishSignIn` picks up on the way back. `stepUp`
+ * names the scope a step-up asks for, so the page can say whether it was granted.
+ */
+export async function startSignIn(config, scopes, { stepUp = null } = {}) {
   const { server } = await discover(config.resource);
   const verifier = randomString(48);
   const state = randomString(16);
   sessionStorage.setItem(PENDING, JSON.stringify({ verifier, state, issuer: server.issuer,
-    tokenEndpoint: server.token_endpoint, scopes }));
+    tokenEndpoint: server.token_endpoint, scopes, stepUp }));
   const url = new URL(server.authorization_endpoint);
   url.search = new URLSearchParams({
     response_type: "code",
@@ -96,8 +99,11 @@ export async function finishSignIn(config) {
   });
   const body = await response.json();
   if (!response.ok) throw new Error(`token request refused: ${body.error_description || body.error}`);
+  // What was asked for is kept: a scope asked for and not granted was withheld by the authorization
+  // server (the user does not hold it), and asking again would only repeat the same sign-in.
   const session = { accessToken: body.access_token, scope: body.scope || "", expiresIn: body.expires_in,
-    receivedAt: Date.now(), issuer: pending.issuer };
+    receivedAt: Date.now(), issuer: pending.issuer, asked: pending.scopes || [], stepUp: pending.stepUp || null,
+    fresh: true };
   sessionStorage.setItem(KEY, JSON.stringify(session));
   return session;
 }
@@ -105,6 +111,7 @@ export async function finishSignIn(config) {
 export function storedSession() {
   const session = JSON.parse(sessionStorage.getItem(KEY) || "null");
   if (!session) return null;
+  session.fresh = false;
   const claims = claimsOf(session.accessToken);
   if (claims?.exp && claims.exp * 1000 <= Date.now()) {
     sessionStorage.removeItem(KEY);
