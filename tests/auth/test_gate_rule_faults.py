@@ -1,6 +1,8 @@
 """A scope rule that cannot decide (its store is unavailable) never lets the request through: the gate
 answers the rule's own JSON-RPC error — retryable, with a hint and `Retry-After` — as a 503, and
-audits the refusal; any other fault in a rule is a JSON-RPC 500, also audited."""
+audits the refusal; a storage fault the rule lets through (D10: `subscriptions/listen` right after a
+connection reset was answered 500) is the same retryable 503; any other fault in a rule is a
+JSON-RPC 500, also audited."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response
@@ -23,6 +26,7 @@ from aml_mcp.persistence import LocalPersistence
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.errors import storage_unavailable
 from aml_mcp.scope_rules import ScopeRules
+from aml_mcp.tasks.storage import StorageUnavailable
 
 RESOURCE = "http://127.0.0.1:8000/mcp"
 
@@ -33,6 +37,14 @@ async def _store_down(params: Mapping[str, Any], principal: Principal) -> frozen
 
 async def _broken(params: Mapping[str, Any], principal: Principal) -> frozenset[str]:
     raise RuntimeError("a bug in a rule")
+
+
+async def _connection_lost(params: Mapping[str, Any], principal: Principal) -> frozenset[str]:
+    """What the listen rule let through right after a reset (D10): the store's own fault, raised
+    from the driver's, never turned into a JSON-RPC error by the rule."""
+    raise StorageUnavailable("database unreachable") from psycopg.OperationalError(
+        "server closed the connection"
+    )
 
 
 def _request(token: str) -> Request:
@@ -60,7 +72,9 @@ async def _gate(tmp_path: Path, recorded: list[AuditEvent]) -> tuple[Auth, str, 
         resource_url=RESOURCE,
         revocation_store=local.revocations(),
         audit=recorded.append,
-        scope_rules=ScopeRules({"tasks/get": _store_down, "tasks/cancel": _broken}),
+        scope_rules=ScopeRules(
+            {"tasks/get": _store_down, "tasks/cancel": _broken, "subscriptions/listen": _connection_lost}
+        ),
         hierarchy=hierarchy,
         default_scopes=frozenset,
         local_issuers=[LocalIssuer(dev.issuer, dev.fetch_jwks)],
@@ -99,3 +113,17 @@ async def test_an_unavailable_store_is_a_retryable_503_and_audited(tmp_path: Pat
         assert response.status_code == 500
         assert json.loads(bytes(response.body))["error"]["code"] == -32603
         assert recorded[-1].reason == "scope_check_failed"
+
+
+@pytest.mark.anyio
+async def test_a_storage_fault_a_rule_lets_through_is_the_retryable_503_not_a_500(tmp_path: Path) -> None:
+    recorded: list[AuditEvent] = []
+    auth, token, local = await _gate(tmp_path, recorded)
+    async with local.running(), auth.running():
+        response = await _admit(auth, token, "subscriptions/listen")
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "1" and response.headers["cache-control"] == "no-store"
+        error = json.loads(bytes(response.body))["error"]
+        assert error["code"] == -32010 and "database unreachable" in error["message"]
+        assert error["data"] == {"reason": "storage_unavailable", "retryable": True, "retryAfterMs": 1000}
+        assert recorded[-1].reason == "scope_check_unavailable" and recorded[-1].subject == "alice"

@@ -1,7 +1,8 @@
 """Over real HTTP, with the real `aml-mcp` process unable to write any file (a full disk): task
-creation and `tasks/*` writes answer a retryable JSON-RPC error with a hint — not `-32603
-Internal server error` — nothing is half-written, and once the disk has room again everything
-works and the task that was running when the disk filled ends instead of staying `working`."""
+creation and `tasks/*` writes answer a retryable JSON-RPC error with a hint, as HTTP 503 with
+`Retry-After` — not `-32603 Internal server error` — nothing is half-written, and once the disk has
+room again everything works and the task that was running when the disk filled ends instead of
+staying `working`."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def server(tmp_path: Path) -> Iterator[FsizeLimitedServer]:
 
 
 def retryable_storage_error(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
+    assert response.status_code == 503 and response.headers["retry-after"].isdigit(), response.text
     body = response.json()
     assert "result" not in body, body
     error: dict[str, Any] = body["error"]

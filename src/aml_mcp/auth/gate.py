@@ -18,8 +18,9 @@ The gate fails closed on what it did not foresee: a token that makes verificatio
 malformed token (401), a verified identity that is not valid Unicode text, or that holds control,
 bidi or invisible formatting characters (`unsafe_identity`: a name that would look like someone
 else's), is refused (401), and a scope rule that raises refuses the request (a JSON-RPC error, never
-a bare 500) — each audited. Whatever the token claims about itself is escaped before it reaches the
-audit trail.
+a bare 500) — each audited. A database fault under a rule (its store unreachable right after a
+connection reset) is the retryable 503 with `Retry-After` it is, not a 500; only a rule's bug is a
+500. Whatever the token claims about itself is escaped before it reaches the audit trail.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ from aml_mcp.auth.errors import TokenRejected, VerifierUnavailable
 from aml_mcp.auth.revocation import RevocationList
 from aml_mcp.auth.scope_hierarchy import ScopeHierarchy
 from aml_mcp.auth.verifier import Verifier
-from aml_mcp.http.responses import jsonrpc_error, request_id_of
+from aml_mcp.http.responses import jsonrpc_error, request_id_of, storage_unavailable_error
 from aml_mcp.http.wellformed import escaped, has_lone_surrogate
 from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRules
+from aml_mcp.store.faults import storage_fault
 
 logger = logging.getLogger(__name__)
 
@@ -135,10 +137,10 @@ def _refusal_detail(rejected: TokenRejected, token: str) -> dict[str, Any] | Non
     return detail or None
 
 
-def _retry_after_seconds(data: Any) -> int | None:
-    """`Retry-After` from an error's `retryAfterMs` hint, rounded up to whole seconds."""
-    after = data.get("retryAfterMs") if isinstance(data, dict) else None
-    return max(1, -(-after // 1000)) if isinstance(after, int) and not isinstance(after, bool) else None
+def _storage_refusal(error: Exception) -> MCPError | None:
+    """The retryable storage error for a storage fault a scope rule let through, else `None`."""
+    cause = storage_fault(error)
+    return None if cause is None else MCPError(**storage_unavailable_error(cause))
 
 
 def _token_in_query(request: Request) -> bool:
@@ -237,6 +239,9 @@ class BearerAdmission:
                 detail=_refusal_detail(rejected, token),
             )
         except Exception as error:
+            if (cause := storage_fault(error)) is not None:  # a key store unreachable: not the token's fault
+                logger.warning("token verification could not reach its store (%s)", cause)
+                return deny(self.challenges.unavailable(request_id), "verifier_unavailable")
             # E.g. an `exp` of 400 digits overflows a float: the token is malformed, whoever signed it.
             # One line, no traceback: the client chose the input, and it must not flood the log.
             logger.warning("token verification raised %s; refused as malformed", type(error).__name__)
@@ -267,13 +272,23 @@ class BearerAdmission:
             )
         try:
             needed = await self.scope_rules.needed(method, params, principal) if method else frozenset()
-        except MCPError as refused:
-            # A rule that could not look its answer up (the task store unavailable) says why, in a
-            # JSON-RPC error the client can act on (retryable, with a hint): 503, never let through.
+        except Exception as error:
+            # A rule that could not look its answer up (its store unavailable: the rule's own
+            # retryable error, or a storage fault it let through) says why, in a JSON-RPC error the
+            # client can act on (retryable, with a hint and `Retry-After`): 503, never let through.
+            refused = error if isinstance(error, MCPError) else _storage_refusal(error)
+            if refused is None:
+                # The rules check their params' shape; what still raises here is a bug, and the
+                # request is refused rather than let through unchecked.
+                logger.exception("scope rule for %s raised; the request is refused", escaped(method or ""))
+                return deny(
+                    jsonrpc_error(500, INTERNAL_ERROR, "Internal error", request_id=request_id),
+                    "scope_check_failed",
+                    principal,
+                )
             logger.warning(
                 "scope rule for %s could not decide: %s", escaped(method or ""), refused.error.message
             )
-            retry_after = _retry_after_seconds(refused.error.data)
             return deny(
                 jsonrpc_error(
                     503,
@@ -281,18 +296,8 @@ class BearerAdmission:
                     refused.error.message,
                     request_id=request_id,
                     data=refused.error.data,
-                    headers={"Retry-After": str(retry_after)} if retry_after is not None else None,
                 ),
                 "scope_check_unavailable",
-                principal,
-            )
-        except Exception:
-            # The rules check their params' shape; what still raises here is a fault (e.g. the store),
-            # so the request is refused rather than let through unchecked.
-            logger.exception("scope rule for %s raised; the request is refused", escaped(method or ""))
-            return deny(
-                jsonrpc_error(500, INTERNAL_ERROR, "Internal error", request_id=request_id),
-                "scope_check_failed",
                 principal,
             )
         if self.hierarchy.missing(principal.scopes, needed):

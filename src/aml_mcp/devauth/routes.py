@@ -57,7 +57,7 @@ from aml_mcp.devauth.redirects import redirects_without_asking
 from aml_mcp.devauth.revocations import FamilyRevocations
 from aml_mcp.devauth.storage import DevClient
 from aml_mcp.devauth.users import UserDirectory
-from aml_mcp.store.postgres import storage_fault
+from aml_mcp.store.faults import storage_fault
 
 logger = logging.getLogger(__name__)
 

@@ -7,6 +7,8 @@ JSON-RPC error and `Retry-After`, and nothing further runs (no token check, no t
 reason clears — the audit log retries its writes by itself — requests are admitted again. The
 reason is logged for the operator (at most every `LOG_INTERVAL_SECONDS`), never sent to the
 caller.
+
+A database fault under one request is answered the same way (`responses.storage_faults_as_503`).
 """
 
 from __future__ import annotations

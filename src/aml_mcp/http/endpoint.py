@@ -22,10 +22,16 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
-from aml_mcp.http.responses import jsonrpc_error, request_id_of
+from aml_mcp.http.responses import (
+    jsonrpc_error,
+    request_id_of,
+    storage_faults_as_503,
+    storage_unavailable_response,
+)
 from aml_mcp.http.versions import version_refusal
 from aml_mcp.http.wellformed import BodyDefect, body_defect, escaped
 from aml_mcp.principal import LOCAL_PRINCIPAL, PRINCIPAL_SCOPE_KEY, Principal
+from aml_mcp.store.faults import storage_fault
 
 logger = logging.getLogger(__name__)
 
@@ -137,12 +143,12 @@ class McpEndpoint:
 
         try:
             verdict = await self.admission.admit(request, message)
-        except Exception:
+        except Exception as error:
             # Admission decides on hostile input before anything else has checked it; whatever it
-            # trips over, the request is refused (fail closed) with a JSON-RPC body, and recorded.
-            logger.exception("admission raised; the request is refused")
+            # trips over, the request is refused (fail closed) with a JSON-RPC body, and recorded:
+            # a storage fault as the retryable 503 it is, anything else as a 500.
             self._audit("admission_error", message)
-            verdict = jsonrpc_error(500, INTERNAL_ERROR, "Internal error", request_id=request_id_of(message))
+            verdict = admission_failed(error, request_id_of(message))
         if isinstance(verdict, Response):
             await verdict(scope, receive, send)
             return
@@ -163,7 +169,7 @@ class McpEndpoint:
             return await receive()
 
         manager = self.streaming if streams(message) else self.plain
-        await manager.handle_request(scope, replay, send)
+        await manager.handle_request(scope, replay, storage_faults_as_503(send))
 
     def _malformed(self, defect: BodyDefect, message: Any) -> Response:
         """A body no later layer may be handed: a parse error (id unknown, so `null`), audited once."""
@@ -178,6 +184,16 @@ class McpEndpoint:
         self.record(
             AuditEvent(decision=Decision.DENY, reason=reason, method=method, target=target, detail=detail)
         )
+
+
+def admission_failed(error: Exception, request_id: Any) -> Response:
+    """The refusal of a request whose admission raised: 503 (retryable) for a storage fault, else 500."""
+    cause = storage_fault(error)
+    if cause is not None:
+        logger.warning("admission could not decide (%s); the request is refused as retryable", cause)
+        return storage_unavailable_response(cause, request_id=request_id)
+    logger.error("admission raised; the request is refused", exc_info=error)
+    return jsonrpc_error(500, INTERNAL_ERROR, "Internal error", request_id=request_id)
 
 
 def _named(message: Any) -> tuple[str | None, str | None]:

@@ -1,4 +1,7 @@
-"""JSON-RPC errors this server raises, built in one place so their shapes never drift."""
+"""JSON-RPC errors this server raises, built in one place so their shapes never drift.
+
+`STORAGE_UNAVAILABLE` (-32010) is defined with the HTTP layer's responses, which answer it with 503
+and `Retry-After` whoever raised it; it is re-exported here with the other codes."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from aml_mcp.catalog.invocation import missing_capability
+from aml_mcp.http.responses import STORAGE_UNAVAILABLE as STORAGE_UNAVAILABLE
+from aml_mcp.http.responses import storage_unavailable_error
 from aml_mcp.protocol.capabilities import TASKS_EXTENSION
 
 
@@ -18,10 +23,6 @@ def missing_tasks_extension() -> MCPError:
 def invalid_params(message: str, data: Any = None) -> MCPError:
     return MCPError(code=INVALID_PARAMS, message=message, data=data)
 
-
-STORAGE_UNAVAILABLE = -32010
-"""Implementation-defined (-32000..-32019): the server's storage cannot be written (or read) right
-now — disk full, database locked past its timeout, read-only, I/O error. Transient; retry later."""
 
 TOO_MANY_TASKS = -32011
 """Implementation-defined: the caller (or its tenant) already has as many unfinished tasks as it may,
@@ -34,15 +35,12 @@ def retry_hint(reason: str, retry_after_ms: int) -> dict[str, Any]:
 
 
 def storage_unavailable(cause: str, retry_after_ms: int = 1000) -> MCPError:
-    """Storage failed for a reason that is not the request's: say so, and that a retry may succeed.
+    """Storage failed for a reason that is not the request's: say so, and that a retry may succeed
+    (`STORAGE_UNAVAILABLE`, answered with HTTP 503 and `Retry-After`).
 
     Nothing of the request was kept (each write is all-or-nothing), so retrying is safe.
     """
-    return MCPError(
-        code=STORAGE_UNAVAILABLE,
-        message=f"Storage temporarily unavailable ({cause}); nothing was changed, retry later",
-        data=retry_hint("storage_unavailable", retry_after_ms),
-    )
+    return MCPError(**storage_unavailable_error(cause, retry_after_ms))
 
 
 def too_many_tasks(holder: str, limit: int, retry_after_ms: int) -> MCPError:

@@ -30,6 +30,7 @@ from aml_mcp.catalog.tools import Execution, ToolOutcome, ToolSpec, tool_error
 from aml_mcp.principal import Principal
 from aml_mcp.protocol.capabilities import declared, declares_tasks
 from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
+from aml_mcp.protocol.fault_answers import StorageFaultAnswers
 from aml_mcp.protocol.idempotency import idempotency_key
 from aml_mcp.protocol.request import request_principal
 from aml_mcp.protocol.round_trip import InputRequired, RoundTripContext
@@ -243,7 +244,8 @@ def build_server(
 ) -> Server[Any]:
     """A low-level SDK `Server` serving `catalog`.
 
-    `middleware` runs outermost, before the request-state boundary and the legacy-param strip.
+    `middleware` runs outermost but for `StorageFaultAnswers` (a handler's storage fault answered as
+    the retryable storage error), before the request-state boundary and the legacy-param strip.
     The SDK's default OpenTelemetry middleware is dropped: it costs CPU on every request and this
     server exports no spans.
     """
@@ -269,6 +271,7 @@ def build_server(
     server.extensions = {key: dict(value) for key, value in (extensions or {}).items()}
     security = RequestStateSecurity(keys=list(request_state_keys), bind_principal=_owner_binding)
     server.middleware = [
+        StorageFaultAnswers(),
         *middleware,
         RequestStateBoundary(security, default_audience=SERVER_NAME),
         strip_legacy_task_param,

@@ -14,7 +14,7 @@ from typing import Any
 import mcp_types as types
 from pydantic import ValidationError
 
-from aml_mcp.aml.notes.model import NotesDamagedError, NotesUnavailableError, normalise_typology
+from aml_mcp.aml.notes.model import NotesDamagedError, normalise_typology
 from aml_mcp.aml.search.engine import SearchHit, SearchRequest
 from aml_mcp.aml.settings import AmlSettings
 from aml_mcp.aml.tools.schema_parts import STRING, _strings
@@ -116,7 +116,6 @@ def render_results(hits: Sequence[SearchHit]) -> types.CallToolResult:
 NOTES_DAMAGED = (
     "The case-notes store is damaged, so search is unavailable until an operator restores it from a backup."
 )
-NOTES_UNAVAILABLE = "The shared case-notes database cannot be reached right now; retry in a moment."
 
 
 def search_tool(services: AmlService, settings: AmlSettings) -> ToolSpec:
@@ -132,8 +131,8 @@ def search_tool(services: AmlService, settings: AmlSettings) -> ToolSpec:
             return await services.search_and_render(ctx.principal.tenant, request, render_results)
         except NotesDamagedError:
             return tool_error(NOTES_DAMAGED)
-        except NotesUnavailableError:
-            return tool_error(NOTES_UNAVAILABLE)
+        # A notes store out of reach (NotesUnavailableError) is a storage fault, not the tool's
+        # answer: the server answers the request 503 with Retry-After, and the client retries it.
 
     return ToolSpec(
         name="search_aml_notes",
