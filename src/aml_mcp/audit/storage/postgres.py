@@ -14,6 +14,13 @@ failure; the pool belongs to the app's loop and is used by the readers. (Not a `
 pool would add its own threads and connections for one writer, make the flusher wait for a free
 connection rather than fail at the connect timeout, and could not be opened again after an open
 that failed, where this sink simply tries the next batch.)
+
+A connection that the server dropped while it sat idle (a reset, a failover, a pooler recycling
+sessions) is no outage: a batch that fails on a storage fault is written again at once on a fresh
+connection, and only when that fails too does the batch go back to the log, which then declares the
+trail unavailable and fails closed. A batch is one transaction, so the first attempt either wrote
+nothing or (if the connection died during the commit itself) everything; in that rare case the trail
+holds the batch twice, never loses it — the log's own retry after a failure has the same property.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from aml_mcp.audit.storage import (
     prepare_row,
     row_of,
 )
+from aml_mcp.store.faults import storage_fault
 from aml_mcp.store.migrations import Migration
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.store.text import storable
@@ -107,12 +115,23 @@ class PostgresAuditTable:
         if not prepared:
             return 0
         try:
-            conn = self._connection()
-            with conn.transaction():
-                return _insert(conn, prepared)
+            return self._write(prepared)
+        except psycopg.Error as error:
+            self.close()
+            cause = storage_fault(error)
+            if cause is None:
+                raise
+            logger.warning("audit: the trail's connection failed (%s); writing the batch on a new one", cause)
+        try:
+            return self._write(prepared)
         except psycopg.Error:
-            self.close()  # a fresh connection for the retry
+            self.close()  # a fresh connection for the log's retry
             raise
+
+    def _write(self, prepared: Sequence[Prepared]) -> int:
+        conn = self._connection()
+        with conn.transaction():
+            return _insert(conn, prepared)
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
