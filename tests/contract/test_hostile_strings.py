@@ -75,7 +75,7 @@ from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.store.sqlite import SqliteDatabase
 from aml_mcp.store.text import storable
 from aml_mcp.tasks.model import TaskStatus
-from aml_mcp.tasks.storage import Change, LeaseReport, TaskStore, UnstorableTask
+from aml_mcp.tasks.storage import MAX_KEY_CHARS, Change, LeaseReport, TaskStore, UnstorableTask
 from tests.contract.conftest import Backend
 from tests.contract.hostile import (
     HOSTILE,
@@ -167,6 +167,18 @@ def _created(**fields: Any) -> Any:
         return await _create(tasks, **_fill(fields, hostile)) is not None
 
     return run
+
+
+async def _keyed(tasks: Tasks, hostile: str) -> object:
+    """A keyed create, then its repeat: the second names the first task (when the key is kept)."""
+    first = record(owner(), now=NOW)
+    held = await tasks.store.create(first, idempotency_key=hostile)
+    again = await tasks.store.create(record(owner(), now=NOW + 1), idempotency_key=hostile)
+    return held == first and again == first
+
+
+def _key_kept(hostile: str) -> bool:
+    return storable(hostile) and len(hostile) <= MAX_KEY_CHARS
 
 
 async def _transition(tasks: Tasks, hostile: str, change: Change) -> object:
@@ -284,6 +296,12 @@ TASK_CASES = [
         "task",
         _created(result=None, error=None, input_requests={"q": _H}),
         refused_unless(valid_unicode, UnstorableTask, True),
+    ),
+    Case(
+        "create",
+        "idempotency_key",
+        lambda t, h: _keyed(t, h),
+        refused_unless(_key_kept, UnstorableTask, True),
     ),
     # The owner is kept as bytes on PostgreSQL (a claim may hold NUL), so only a surrogate is refused.
     Case(

@@ -23,8 +23,9 @@ import pytest
 
 from aml_mcp.app import build_app
 from aml_mcp.conformance.fixtures import fixture_catalog
-from aml_mcp.protocol.idempotency import IDEMPOTENCY_KEY_META
+from aml_mcp.protocol.idempotency import IDEMPOTENCY_KEY_META, MAX_KEY_LENGTH
 from aml_mcp.tasks.service import KEY_REUSED
+from aml_mcp.tasks.storage import MAX_KEY_CHARS
 from tests.support.live_server import LiveServer
 from tests.support.mcp_http import WITH_TASKS, message, post, wait_for
 from tests.support.oauth import TestIssuer, secured_server
@@ -165,3 +166,7 @@ def test_a_key_names_a_task_of_one_owner_only(tmp_path: Path) -> None:
         ]
         assert again == ids
         assert sqlite_rows(server.data_dir) == 3
+
+
+def test_the_store_keeps_every_key_the_protocol_accepts() -> None:
+    assert MAX_KEY_LENGTH == MAX_KEY_CHARS

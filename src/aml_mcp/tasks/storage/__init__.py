@@ -82,11 +82,20 @@ def refuse_unstorable(task: TaskRecord) -> None:
         raise UnstorableTask("a task's owner or status message holds an unpaired surrogate")
 
 
+MAX_KEY_CHARS = 255
+"""The longest idempotency key a store keeps: keys are indexed (with the owner), and an index entry
+has a size limit on PostgreSQL. As long as the protocol layer accepts (a test keeps them equal)."""
+
+
 def refuse_unstorable_key(idempotency_key: str | None) -> None:
-    """Raise `UnstorableTask` unless an idempotency key can be kept as written (both stores keep it
-    as `TEXT`; the protocol layer refuses anything but short printable ASCII before this)."""
-    if idempotency_key is not None and not storable(idempotency_key):
-        raise UnstorableTask("an idempotency key holds U+0000 or an unpaired surrogate")
+    """Raise `UnstorableTask` unless an idempotency key can be kept and indexed as written (both
+    stores keep it as `TEXT`; the protocol layer refuses anything but short printable ASCII first)."""
+    if idempotency_key is None:
+        return
+    if not storable(idempotency_key) or len(idempotency_key) > MAX_KEY_CHARS:
+        raise UnstorableTask(
+            f"an idempotency key holds U+0000 or an unpaired surrogate, or is over {MAX_KEY_CHARS} characters"
+        )
 
 
 def refuse_unstorable_change(change: Change) -> None:
