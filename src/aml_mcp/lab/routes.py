@@ -10,6 +10,7 @@ and the simulation answers what its in-process requests got back, never a creden
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -25,11 +26,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aml_mcp.audit.storage import AuditReader, BankQuery
 from aml_mcp.http.endpoint import Admission
+from aml_mcp.http.responses import storage_unavailable_response
 from aml_mcp.lab.settings import LabSettings
 from aml_mcp.lab.simulation import CaseRefused, Simulation, SimulationRate
 from aml_mcp.principal import Principal
 from aml_mcp.scope_rules import ScopeRule, StaticScopeRule
+from aml_mcp.store.faults import storage_fault
 from aml_mcp.store.text import storable
+
+logger = logging.getLogger(__name__)
 
 AUDIT_METHOD = "lab/audit"
 SIMULATION_METHOD = "lab/simulation"
@@ -208,12 +213,21 @@ class LabRoutes:
         method: str,
         handler: Callable[[Request, Principal], Awaitable[Response]],
     ) -> Response:
-        """Admit the request as `/mcp` would admit a call of `method`, then run `handler` for the caller."""
+        """Admit the request as `/mcp` would admit a call of `method`, then run `handler` for the
+        caller. A database fault on the way (the trail unreadable) is answered as `/mcp` answers one:
+        503 with `Retry-After` and the retryable JSON-RPC error, never a 500 page."""
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": None, "method": method, "params": {}}
-        admitted = await self.admission.admit(request, message)
-        if isinstance(admitted, Response):
-            return admitted
-        return await handler(request, admitted)
+        try:
+            admitted = await self.admission.admit(request, message)
+            if isinstance(admitted, Response):
+                return admitted
+            return await handler(request, admitted)
+        except Exception as error:
+            cause = storage_fault(error)
+            if cause is None:
+                raise
+            logger.warning("lab: %s could not reach its store (%s); answered 503", method, cause)
+            return storage_unavailable_response(cause)
 
 
 class _WithHeaders:
