@@ -83,9 +83,13 @@ class Settings(BaseSettings):
     several isolated deployments.
 
     Default: none, the database user's `search_path` decides (normally `public`)."""
-    database_pool_size: int = Field(default=10, gt=0, le=1000)
-    """Most pooled connections this process opens to `database_url` (it adds one listener
-    connection). Replicas x (pool + 1) must stay below the server's `max_connections`."""
+    database_pool_size: int = Field(default=4, gt=0, le=1000)
+    """Most connections of this process's main pool to `database_url` (tasks, events, revocations,
+    baselines); a request waits at most a second for one, then is refused as retryable (503 with
+    `Retry-After`). Besides it a process holds one listener connection, and when it uses them the
+    audit writer's (1), the case notes' (2) and the development issuer's (2): `aml-mcp cluster`
+    prints the sum, and docs/scale-out.md ("Connection budget") gives the formula. Keep replicas x
+    (pool + 6) + workers x (pool + 5) below the server's `max_connections`."""
     role: Literal["all", "api"] = "all"
     """What this process does (`--role`): `all` answers requests and runs task bodies; `api` answers
     requests only and leaves every task it creates for `aml-mcp worker` processes, which claim them

@@ -51,6 +51,67 @@ if TYPE_CHECKING:  # the backends themselves are imported by the methods that us
 
 SQLITE_FILE = "aml-mcp.db"
 """The data directory's database (tasks, audit trail, revocations, baselines) on one machine."""
+NOTES_CONNECTIONS = 2
+"""The case notes' blocking pool: a search holds a connection for one statement at a time, and
+searches of a bank run one at a time (`aml.search_concurrency_per_tenant`); the first load of the
+demo corpus holds one for its whole run, so never fewer than two."""
+DEVAUTH_CONNECTIONS = 2
+"""The development issuer's blocking pool: sign-ins, token requests and key reads, a few a second."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionBudget:
+    """The most connections one process holds on the shared database, by what holds them.
+
+    Every pool is bounded and waits briefly (`store.postgres.PoolBudget`); the blocking pools and
+    the audit writer connect when first used and give idle connections back within a minute or
+    two, so a process holds what it uses: a worker answers no requests, so it records no decisions
+    (no audit connection); the issuer's pool it does use, to publish revoked grants in the
+    background. The sum over a deployment must fit the server's `max_connections`.
+    """
+
+    pool: int
+    """The async pool: tasks, events, revocations, baselines, the database clock."""
+    listener: int = 1
+    """The event bus's LISTEN connection."""
+    audit: int = 1
+    """The audit writer's connection (a process that records decisions)."""
+    notes: int = NOTES_CONNECTIONS
+    devauth: int = DEVAUTH_CONNECTIONS
+    """The development issuer's pool (a process that serves it)."""
+
+    @classmethod
+    def of(cls, pool_size: int, *, serves_requests: bool) -> ConnectionBudget:
+        """An API replica's (`serves_requests`) or a worker's, with `database_pool_size` = `pool_size`."""
+        return cls(pool=pool_size, audit=1 if serves_requests else 0)
+
+    @property
+    def total(self) -> int:
+        return self.pool + self.listener + self.audit + self.notes + self.devauth
+
+    def parts(self) -> str:
+        named = (
+            ("pool", self.pool),
+            ("listener", self.listener),
+            ("audit", self.audit),
+            ("notes", self.notes),
+            ("issuer", self.devauth),
+        )
+        return " + ".join(f"{name} {count}" for name, count in named if count)
+
+
+def deployment_budget(replicas: int, workers: int, pool_size: int) -> str:
+    """One line for an operator: each kind of process's connections, the deployment's total, and the
+    formula (what `aml-mcp cluster` prints as it starts)."""
+    replica = ConnectionBudget.of(pool_size, serves_requests=True)
+    worker = ConnectionBudget.of(pool_size, serves_requests=False)
+    total = replicas * replica.total + workers * worker.total
+    return (
+        f"connection budget: {total} = {replicas} replicas x {replica.total} ({replica.parts()})"
+        f" + {workers} workers x {worker.total} ({worker.parts()});"
+        f" formula R x (P + {replica.total - pool_size}) + W x (P + {worker.total - pool_size}),"
+        f" P = database_pool_size = {pool_size}; keep the total below the server's max_connections"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +303,7 @@ class SharedPersistence:
     """Replicas and workers: every kind of state in one PostgreSQL database (optionally one schema),
     task changes announced by the database (NOTIFY) and delivered to every process's streams."""
 
-    def __init__(self, data_dir: Path, url: str, *, schema: str | None = None, pool_size: int = 10) -> None:
+    def __init__(self, data_dir: Path, url: str, *, schema: str | None = None, pool_size: int = 4) -> None:
         from aml_mcp.store.postgres import PoolBudget, PostgresDatabase
 
         self.data_dir = data_dir
@@ -292,7 +353,7 @@ class SharedPersistence:
     def notes(self) -> NotesStorage:
         from aml_mcp.aml.notes.storage.postgres import PostgresIdentifierDirectory, PostgresNotes
 
-        notes = PostgresNotes(self.database)
+        notes = PostgresNotes(self.database, max_connections=NOTES_CONNECTIONS)
         # Connected (and its schema applied) as the app starts, off the event loop.
         return NotesStorage(notes, PostgresIdentifierDirectory(notes), start=notes.open)
 
@@ -300,7 +361,8 @@ class SharedPersistence:
         from aml_mcp.devauth.keys import DevSigningKeys
         from aml_mcp.devauth.storage import postgres
 
-        database = postgres.open_database(self.database)  # unreachable: the start fails here
+        # Unreachable: the start fails here.
+        database = postgres.open_database(self.database, max_size=DEVAUTH_CONNECTIONS)
         return DevAuthStorage(
             postgres.PostgresDevAuthStore(database, replay_memory_seconds=replay_memory_seconds),
             DevSigningKeys(postgres.PostgresKeyStorage(database)),
@@ -417,6 +479,7 @@ def _waking(*wakes: Callable[[], None]) -> Callable[[], Awaitable[None]]:
 
 
 __all__ = [
+    "ConnectionBudget",
     "DevAuthStorage",
     "Hooks",
     "LocalPersistence",
@@ -424,5 +487,6 @@ __all__ = [
     "Persistence",
     "SharedPersistence",
     "TaskStorage",
+    "deployment_budget",
     "open_persistence",
 ]

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
@@ -215,9 +215,27 @@ def running_cluster(
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
+def pool_size(env: Mapping[str, str]) -> int:
+    """The `database_pool_size` the cluster's processes will run with (they inherit `env`)."""
+    from aml_mcp.config import Settings
+
+    given = env.get("AML_MCP_DATABASE_POOL_SIZE")
+    default: int = Settings.model_fields["database_pool_size"].default
+    return int(given) if given and given.strip().isdigit() else default
+
+
+def budget_line(replicas: int, workers: int, env: Mapping[str, str]) -> str:
+    """What the cluster holds on PostgreSQL at most, per process and in all, and the formula."""
+    from aml_mcp.persistence import deployment_budget
+
+    return f"aml-mcp cluster: {deployment_budget(replicas, workers, pool_size(env))}"
+
+
 def _cluster(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per readiness poll
     stop = {"signal": 0}
+    # First, so an operator sees what the cluster will ask of the server even if it cannot start.
+    print(budget_line(args.replicas, args.workers, os.environ), file=sys.stderr, flush=True)
 
     def on_signal(sig: int, frame: Any) -> None:
         stop["signal"] = sig

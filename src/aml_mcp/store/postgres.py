@@ -18,9 +18,10 @@ Time: `now_ms()` is the database's `clock_timestamp()`, the one clock every proc
 `schema` gives every connection `search_path = <schema>`, so one server can hold isolated copies
 (tests run each in its own schema); the schema is created when missing.
 
-The connection budget is explicit (`min_size`, `max_size`): every process holds at most `max_size`
-pooled connections plus one listener connection (`PgEventBus`), and the sum over all replicas and
-workers must stay below the server's `max_connections`.
+The connection budget is explicit (`PoolBudget`): every process holds at most `max_size` pooled
+connections plus its listener (`PgEventBus`) and the blocking stores' few (`SyncPostgres`), the sum
+over all replicas and workers must stay below the server's `max_connections`, and a caller waits at
+most `wait_seconds` for a connection (see `aml_mcp.persistence.ConnectionBudget`).
 """
 
 from __future__ import annotations
@@ -77,14 +78,26 @@ def redacted(url: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class PoolBudget:
-    """Connections one process may hold: `max_size` pooled ones (plus one listener elsewhere)."""
+    """One pool's share of the server's connections, and how long a caller waits for one of them.
+
+    Small by default: every replica and worker holds a pool, and the sum over all of them (with
+    each process's listener, audit, notes and development-issuer connections: `docs/scale-out.md`,
+    "Connection budget") has to fit the server's `max_connections` beside everyone else's. Statements
+    take milliseconds, so a few connections serve many requests; what a pool of four cannot absorb
+    is load the database cannot either. The wait is short for the same reason: when every connection
+    is taken (slow queries, a database in trouble), a request fails at once with a retryable storage
+    error (the HTTP layer's 503 with `Retry-After`) instead of queueing until the client gives up.
+    """
 
     min_size: int = 1
-    max_size: int = 10
+    max_size: int = 4
     connect_timeout_seconds: float = 5.0
     """How long a new connection may take before the attempt counts as failed."""
-    wait_seconds: float = 10.0
+    wait_seconds: float = 1.0
     """How long an operation waits for a free pooled connection before the store is unavailable."""
+    idle_seconds: float = 60.0
+    """A connection above `min_size` left unused this long is closed: a burst's connections go back
+    to the server within a minute instead of being held at the pool's maximum for good."""
 
 
 def storage_fault(exc: BaseException) -> str | None:
@@ -164,6 +177,7 @@ class PostgresDatabase:
             # three of BEGIN, statement, COMMIT; `transaction()` opens an explicit one when needed.
             kwargs={**self.connect_kwargs(), "autocommit": True},
             timeout=self.budget.wait_seconds,
+            max_idle=self.budget.idle_seconds,
             name="aml-mcp",
             open=False,
         )

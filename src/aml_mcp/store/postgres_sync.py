@@ -41,8 +41,9 @@ class SyncPostgres:
         self.name = name
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             database.url,
-            min_size=1,
+            min_size=0,  # opened when first used, closed after `idle_seconds` unused
             max_size=max(1, max_size),
+            max_idle=database.budget.idle_seconds,
             kwargs={**database.connect_kwargs(), "autocommit": True, "application_name": name},
             timeout=database.budget.wait_seconds,
             name=name,
