@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -127,6 +128,17 @@ def storage_fault(exc: BaseException) -> str | None:
     return None
 
 
+STATEMENT_SECONDS = 15.0
+"""The longest a statement on the pool may take (its wait for a connection aside): the bound of the
+shield that lets it finish when its caller is cancelled (`PostgresDatabase._shielded`). Statements
+here take milliseconds; one still running after this fails as a storage fault ("statement timed
+out")."""
+
+
+def _overran(seconds: float) -> psycopg.errors.QueryCanceled:
+    return psycopg.errors.QueryCanceled(f"the statement did not finish within {seconds:g} s")
+
+
 class PostgresDatabase:
     """A pool of connections to one PostgreSQL database (optionally one schema of it)."""
 
@@ -206,15 +218,45 @@ class PostgresDatabase:
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A pooled connection inside one transaction: committed on exit, rolled back on error."""
-        async with self.pool.connection() as conn, conn.transaction():
-            yield conn
+        """A pooled connection inside one transaction: committed on exit, rolled back on error.
+
+        Finished even if the caller is cancelled meanwhile (`_shielded`): keep the body to a few
+        statements."""
+        with self._shielded() as shield:
+            async with self.pool.connection() as conn, conn.transaction():
+                yield conn
+        if shield.cancelled_caught:
+            raise _overran(self._shield_seconds)
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here, not later
 
     async def execute(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        """One statement, atomic on its own (autocommit), in one round trip; the rows it returns."""
-        async with self.pool.connection() as conn:
-            cursor = await conn.execute(query, params)
-            return await cursor.fetchall() if cursor.description is not None else []
+        """One statement, atomic on its own (autocommit), in one round trip; the rows it returns.
+        Finished even if the caller is cancelled meanwhile (`_shielded`)."""
+        rows: list[tuple[Any, ...]] = []
+        with self._shielded() as shield:
+            async with self.pool.connection() as conn:
+                cursor = await conn.execute(query, params)
+                rows = await cursor.fetchall() if cursor.description is not None else []
+        if shield.cancelled_caught:
+            raise _overran(self._shield_seconds)
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here, not later
+        return rows
+
+    @property
+    def _shield_seconds(self) -> float:
+        return self.budget.wait_seconds + STATEMENT_SECONDS
+
+    def _shielded(self) -> anyio.CancelScope:
+        """A scope the caller's cancellation does not reach, bounded by `_shield_seconds`.
+
+        A request is cancelled when its client hangs up (the SDK cancels a streamed request's
+        handler on disconnect). Cancelled mid-statement, psycopg tries to cancel the query on the
+        server, anyio cancels that attempt too, and psycopg closes the connection: the pool loses
+        it and opens another (a connection and a cancel connection per hang-up). Shielded, the
+        statement finishes in its milliseconds, the connection goes back to the pool, and the
+        cancellation takes effect at the caller's next checkpoint. The bound keeps a statement
+        that hangs from holding the caller for ever (it then fails as a storage fault)."""
+        return anyio.CancelScope(shield=True, deadline=anyio.current_time() + self._shield_seconds)
 
     async def now_ms(self) -> int:
         """The database's clock (`clock_timestamp()`), in epoch milliseconds."""
@@ -234,12 +276,14 @@ class PostgresDatabase:
         Same contract as `SqliteDatabase.migrate`: step N runs once, in its own transaction, and is
         recorded; components never share a numbering.
         """
-        async with self.transaction() as conn:
+        # Not `transaction()`: a step may take longer than a statement's bound (an index on a big
+        # table), and nothing cancels a migration but the process stopping.
+        async with self.pool.connection() as conn, conn.transaction():
             await conn.execute(LOCK_MIGRATIONS, (AdvisoryLock.MIGRATION,))
             await conn.execute(CREATE_MIGRATIONS_TABLE)
         current = 0
         for _ in range(len(steps) + 1):
-            async with self.transaction() as conn:
+            async with self.pool.connection() as conn, conn.transaction():
                 await conn.execute(LOCK_MIGRATIONS, (AdvisoryLock.MIGRATION,))
                 cursor = await conn.execute(SCHEMA_VERSION, (component,))
                 row = await cursor.fetchone()
