@@ -107,8 +107,8 @@ def deployment_budget(replicas: int, workers: int, pool_size: int) -> str:
     worker = ConnectionBudget.of(pool_size, serves_requests=False)
     total = replicas * replica.total + workers * worker.total
     return (
-        f"connection budget: {total} = {replicas} replicas x {replica.total} ({replica.parts()})"
-        f" + {workers} workers x {worker.total} ({worker.parts()});"
+        f"connection budget: {total} = {_count(replicas, 'replica')} x {replica.total} ({replica.parts()})"
+        f" + {_count(workers, 'worker')} x {worker.total} ({worker.parts()});"
         f" formula R x (P + {replica.total - pool_size}) + W x (P + {worker.total - pool_size}),"
         f" P = database_pool_size = {pool_size}; keep the total below the server's max_connections"
     )
@@ -458,6 +458,10 @@ def open_persistence(settings: Settings) -> Persistence:
         schema=settings.database_schema,
         pool_size=settings.database_pool_size,
     )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _timed(store: TaskStore, observe: StoreObserver | None) -> TaskStore:

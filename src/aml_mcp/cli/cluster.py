@@ -2,8 +2,10 @@
 
 HAProxy (round-robin, health checks on /readyz; `deploy/haproxy.cfg.template`) in front of
 `--replicas` API replicas (`--role api`), plus `--workers` workers running the task bodies, all on
-one PostgreSQL schema of their own. It prints the MCP URL on stdout and each process's metrics
-listener on stderr (a loopback port of its own, which the balancer has no path to), then runs
+one PostgreSQL schema of their own. It prints the connections the cluster may hold on PostgreSQL
+first (per process and in all, with the formula: `persistence.deployment_budget`), then the MCP URL
+on stdout and each process's metrics listener on stderr (a loopback port of its own, which the
+balancer has no path to), then runs
 until Ctrl-C or SIGTERM, and stops exactly the processes it started (by their PIDs), then drops
 the schema it created (a schema given with `--schema` is kept).
 
