@@ -349,7 +349,7 @@ def _asgi_app(
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]],
     endpoint: McpEndpoint,
     probes: list[tuple[str, ReadinessProbe]],
-    components: Sequence[Component],
+    components: list[Component],
     metrics: ServerMetrics,
 ) -> Starlette:
     """The Starlette app: `/mcp`, health, readiness and the components' routes behind the header
@@ -369,6 +369,7 @@ def _asgi_app(
             )
         )
     readiness = Readiness(probes)
+    components.append(Parts(lifetime=readiness.running))  # probes that overrun finish in its task group
     metrics.watch_readiness(readiness)
     routes: list[BaseRoute] = [
         Route("/mcp", endpoint),
