@@ -57,6 +57,7 @@ from aml_mcp.subscriptions.events import AccessChanged, ListChanged
 from aml_mcp.subscriptions.followed import FollowedTasks
 from aml_mcp.subscriptions.listen import ListenHandler, ListenParams, listen_scope_rule
 from aml_mcp.subscriptions.policy import CredentialPolicy
+from aml_mcp.subscriptions.rates import ListenRateAdmission, ListenRates
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.wiring import Tasks, build_tasks
 
@@ -97,10 +98,12 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     tasks = _tasks(settings, persistence, catalog, audit, metrics, clock)
     followed = FollowedTasks()
     bus = persistence.event_bus(tasks=tasks.following, followed=followed)
+    # Per caller, so only with authentication on (off, every request is the one local caller).
+    listen_rates = ListenRates(settings.listen) if settings.auth.enabled else None
     scope_rules = ScopeRules(
         {"tools/call": StaticScopeRule(tools.scope_needed)},
         tasks.scope_rules,
-        {"subscriptions/listen": listen_scope_rule(tasks.following)},
+        {"subscriptions/listen": listen_scope_rule(tasks.following, listen_rates)},
         lab_scope_rules(settings.lab) if settings.lab_served else {},
     )
     dev = _dev_issuer(settings, persistence, hierarchy)
@@ -119,7 +122,7 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
         # Access tokens of a grant family a replay revoked are refused through this shared list.
         dev.revoke_into(auth.revocations)
     components.append(auth)
-    listen = _listen_handler(settings, catalog, bus, auth, tasks, followed)
+    listen = _listen_handler(settings, catalog, bus, auth, tasks, followed, listen_rates)
     runtime.shutdown_hooks.append(listen.close_all)
     metrics.gauge(
         "aml_mcp_listen_streams_open", "Open subscriptions/listen streams", lambda: listen.open_streams
@@ -145,6 +148,8 @@ def build_app(settings: Settings, *, catalog: Catalog | None = None, clock: Cloc
     tasks.register(server)
     components.append(tasks)
     admission: Admission = auth.admission
+    if listen_rates is not None:
+        admission = ListenRateAdmission(admission, listen_rates, audit=audit.log.record)
     if not settings.auth.audit_fail_open:
         # A decision that cannot be recorded is not made: 503 and not ready until the trail writes again.
         admission = RefuseWhileUnavailable(admission, audit.log.unavailable_reason)
@@ -264,7 +269,13 @@ def _dev_issuer(settings: Settings, persistence: Persistence, hierarchy: ScopeHi
 
 
 def _listen_handler(
-    settings: Settings, catalog: Catalog, bus: EventBus, auth: Auth, tasks: Tasks, followed: FollowedTasks
+    settings: Settings,
+    catalog: Catalog,
+    bus: EventBus,
+    auth: Auth,
+    tasks: Tasks,
+    followed: FollowedTasks,
+    rates: ListenRates | None,
 ) -> ListenHandler:
     """`subscriptions/listen`: list changes and task states on `bus`, re-authorized per event."""
     served = {"tools"}
@@ -284,6 +295,8 @@ def _listen_handler(
         tasks=tasks.following,
         max_streams_per_principal=settings.max_listen_streams_per_principal,
         followed=followed,
+        catch_up_seconds=settings.listen.catch_up_seconds,
+        rates=rates,
     )
 
 

@@ -31,6 +31,7 @@ from aml_mcp.devauth.settings import DevAuthSettings
 from aml_mcp.http.settings import HttpSettings
 from aml_mcp.lab.settings import LabSettings
 from aml_mcp.loopback import is_loopback_host
+from aml_mcp.subscriptions.settings import ListenSettings
 from aml_mcp.tasks.settings import TaskSettings
 
 logger = logging.getLogger(__name__)
@@ -145,6 +146,10 @@ class Settings(BaseSettings):
     max_listen_streams_per_principal: int = Field(default=16, gt=0)
     """Open `subscriptions/listen` streams one caller (issuer and subject) may hold at once; one
     more is refused (-32602), so no caller can use up the server-wide stream limit."""
+    listen: ListenSettings = Field(default_factory=ListenSettings)
+    """`subscriptions/listen`: each caller's rate of (re)connects and of current state re-sent (with
+    authentication on; off, there is one local caller and no rate), and how long a stream may stay
+    behind a failed resync (`AML_MCP_LISTEN__*`)."""
 
     @field_validator("database_url")
     @classmethod

@@ -9,14 +9,21 @@ and that the event's owner is the stream's owner.
 
 A stream ends gracefully — the `subscriptions/listen` result, with the subscription id, then the
 end of the response — on server shutdown, on token expiry (a timer, not only the next event), on
-revocation or lost scope, and when the client reads too slowly to keep its bounded queue from
-overflowing. A client that drops the connection cancels the handler, which frees everything.
+revocation or lost scope, when the client reads too slowly to keep its bounded queue from
+overflowing, and when the stream cannot be caught up (`resync_failed`): its tasks' current state
+could not be read at connect, or, after the event bus lost notifications, not within
+`catch_up_seconds` of retrying. A stream never stays open silently behind: the client reconnects
+and its new stream starts with the current state. A client that drops the connection cancels the
+handler, which frees everything.
 Nothing is ever resumed or replayed: `Last-Event-ID` and `Mcp-Session-Id` are ignored, and a
 client that reconnects sends a new listen.
 
 Streams are bounded per caller (issuer and subject) as well as server-wide, and the slot is taken
 before any task id is looked up, so one caller can neither lock everybody out of listening nor
-make the server do per-id work for streams it may not open.
+make the server do per-id work for streams it may not open. With authentication on, a caller's
+listen requests are also rate-limited (`rates.py`: connects, and bytes of current state sent):
+past its rate a listen is refused before the gate looks up a single task id, and every stream
+charges its caller what its current state weighed.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any, cast
 
 import anyio
 import mcp_types as types
+import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.context import ServerRequestContext
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
@@ -44,17 +52,33 @@ from aml_mcp.subscriptions.events import AccessChanged, Event, ListChanged, Reso
 from aml_mcp.subscriptions.filters import MAX_TASK_IDS, TASK_FILTER, Accepted, TaskLookup, accept, lookupable
 from aml_mcp.subscriptions.followed import FollowedTasks
 from aml_mcp.subscriptions.policy import StreamPolicy
+from aml_mcp.subscriptions.rates import ListenRates
 
 logger = logging.getLogger(__name__)
 
 CLOSE_REASON_KEY = "aml-mcp/closeReason"
+RESYNC_FAILED = "resync_failed"
+"""The close reason of a stream whose tasks' current state could not be read in time."""
+CONNECT_ATTEMPTS = 3
+"""Reads of a task's current state when a stream opens, before the stream is closed instead."""
 
 
-def listen_scope_rule(tasks: TaskLookup) -> ScopeRule:
+class CatchUpFailed(Exception):
+    """A resync could not re-read every open stream's tasks; the event bus retries it."""
+
+
+def listen_scope_rule(tasks: TaskLookup, rates: ListenRates | None = None) -> ScopeRule:
     """Following tasks needs, as `tasks/get` does, the scope of each owned task's tool (checked at the
-    gate, so a token without it gets a 403 it can step up from); ids the caller does not own need none."""
+    gate, so a token without it gets a 403 it can step up from); ids the caller does not own need none.
+
+    A caller past its listen rate needs none either: its listen is refused right after the gate
+    (`ListenRateAdmission`), so looking its ids up would be work done for a refusal. Should the
+    bucket refill in between, the handler still checks each followed task's scope before the
+    acknowledgement and closes the stream (`insufficient_scope`) without sending anything."""
 
     async def rule(params: Mapping[str, Any], principal: Principal) -> frozenset[str]:
+        if rates is not None and not rates.would_admit(principal):
+            return NO_SCOPES
         notifications = params.get("notifications")
         task_ids = notifications.get(TASK_FILTER) if isinstance(notifications, Mapping) else None
         if not declares_tasks(params) or not isinstance(task_ids, list) or len(task_ids) > MAX_TASK_IDS:
@@ -97,6 +121,8 @@ class _Stream:
         self.queue = queue
         self.policy = policy
         self.close_reason: str | None = None
+        self.behind_since: float | None = None
+        """When a resync first failed to re-read this stream's tasks (monotonic); `None` when caught up."""
         self.sent_versions: dict[str, int] = {}
         """The last version sent per task: an older or equal one (late, or twice) is not sent again."""
 
@@ -167,6 +193,9 @@ class ListenHandler:
         max_streams_per_principal: int = 16,
         clock: Callable[[], float] = time.time,
         followed: FollowedTasks | None = None,
+        catch_up_seconds: float = 15.0,
+        monotonic: Callable[[], float] = time.monotonic,
+        rates: ListenRates | None = None,
     ) -> None:
         self._bus = bus
         self._followed = followed
@@ -178,6 +207,9 @@ class ListenHandler:
         self._max_streams = max_streams
         self._max_per_caller = max_streams_per_principal
         self._clock = clock
+        self._catch_up_seconds = catch_up_seconds
+        self._monotonic = monotonic
+        self._rates = rates
         self._streams: set[_Stream] = set()
         self._slots: dict[tuple[str, str], int] = {}
         """Streams held (or being opened) per caller."""
@@ -273,27 +305,79 @@ class ListenHandler:
     async def _send_current_task_states(
         self, stream: _Stream, emit: Callable[[str, Mapping[str, Any]], Awaitable[None]]
     ) -> None:
-        """A task may have changed between its creation and this listen: start from its current state."""
+        """A task may have changed between its creation and this listen: start from its current state.
+
+        What that weighed is charged to the caller's listen rate, so reconnecting in a loop cannot
+        make the server re-send large results without bound."""
         if self._tasks is None:
             return
-        for task_id in stream.accepted.tasks:
-            current = await self._tasks.snapshot(task_id, stream.principal)
-            if current is not None and stream.recheck() and stream.fresh(current):
-                await emit("notifications/tasks", _task_params(current.state))
+        sent = 0
+        try:
+            for task_id in stream.accepted.tasks:
+                current = await self._connect_snapshot(stream, task_id)
+                if stream.close_reason is not None:
+                    return
+                if current is not None and stream.recheck() and stream.fresh(current):
+                    params = _task_params(current.state)
+                    if self._rates is not None:
+                        sent += len(pydantic_core.to_json(params))
+                    await emit("notifications/tasks", params)
+        finally:
+            if self._rates is not None:
+                self._rates.charge(stream.principal, sent)
+
+    async def _connect_snapshot(self, stream: _Stream, task_id: str) -> TaskChanged | None:
+        """A followed task's current state, read up to `CONNECT_ATTEMPTS` times (a pooled connection
+        may have died with a reset); when no read works the stream is closed (`resync_failed`): the
+        client reconnects rather than waiting on a stream that missed its start."""
+        assert self._tasks is not None
+        for attempt in range(CONNECT_ATTEMPTS):
+            try:
+                return await self._tasks.snapshot(task_id, stream.principal)
+            except Exception as exc:
+                if attempt + 1 == CONNECT_ATTEMPTS:
+                    logger.warning("a listen stream's current state could not be read (%s); closing it", exc)
+                    stream.close(RESYNC_FAILED)
+                    return None
+            await anyio.sleep(0.1 * 2**attempt)
+        return None
 
     async def resync(self) -> None:
         """Offer every open stream its tasks' current state again (after a cross-process bus lost
         its connection, and with it whatever was announced meanwhile). A stream sends only what is
-        newer than what it sent, so a state it already has is not repeated."""
+        newer than what it sent, so a state it already has is not repeated.
+
+        A read that fails stops the pass and raises `CatchUpFailed`, so the bus retries the whole
+        resync; the streams not re-read are behind from then on, and one still behind
+        `catch_up_seconds` later is closed (`resync_failed`) at the next pass instead of waiting
+        silently for a final state it may have missed."""
         if self._tasks is None:
             return
-        for stream in list(self._streams):
-            for task_id in stream.accepted.tasks:
-                if stream.close_reason is not None:
-                    break
-                current = await self._tasks.snapshot(task_id, stream.principal)
-                if current is not None:
-                    stream.offer(current)
+        now = self._monotonic()
+        streams = [stream for stream in self._streams if stream.close_reason is None]
+        for stream in streams:
+            if stream.behind_since is not None and now - stream.behind_since >= self._catch_up_seconds:
+                logger.warning("a listen stream could not be caught up in time; closing it")
+                stream.close(RESYNC_FAILED)
+        streams = [stream for stream in streams if stream.close_reason is None]
+        for index, stream in enumerate(streams):
+            try:
+                await self._catch_up(stream)
+            except Exception as exc:
+                for behind in streams[index:]:
+                    if behind.behind_since is None:
+                        behind.behind_since = now
+                raise CatchUpFailed(f"{len(streams) - index} listen streams not caught up: {exc}") from exc
+            stream.behind_since = None
+
+    async def _catch_up(self, stream: _Stream) -> None:
+        assert self._tasks is not None
+        for task_id in stream.accepted.tasks:
+            if stream.close_reason is not None:
+                return
+            current = await self._tasks.snapshot(task_id, stream.principal)
+            if current is not None:
+                stream.offer(current)
 
     async def _pump(
         self,
