@@ -44,6 +44,7 @@ from psycopg import sql
 
 from aml_mcp.listeners import Listeners
 from aml_mcp.principal import Owner
+from aml_mcp.store.outage import OutageLog
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.subscriptions.bus import Listener
 from aml_mcp.subscriptions.events import Event
@@ -126,6 +127,11 @@ class PgEventBus:
         run that started before a newer request does not pay that one)."""
         self._requests = 0
         self._paying = anyio.Lock()
+        self._outage = OutageLog(
+            logger,
+            down="event bus resync failed ({error}); streams are re-read with backoff until it works",
+            up="event bus resync done again (last failure: {cause})",
+        )
         self._retry_kicks: MemoryObjectSendStream[None] | None = None
         """Wakes the retry of owed hooks (set while `running`)."""
         self._channel_hooks: dict[
@@ -305,13 +311,15 @@ class PgEventBus:
                     await hook()
                 except Exception as exc:
                     self.resync_failures += 1
-                    logger.warning("a resync hook failed (%s: %s); it is retried", type(exc).__name__, exc)
-                    logger.debug("resync hook failure", exc_info=True)
+                    # Once per outage, not once per retry; each failure in full at debug level.
+                    self._outage.failed(type(exc).__name__, f"{type(exc).__name__}: {exc}")
+                    logger.debug("a resync hook failed", exc_info=True)
                     continue
                 if self._owed.get(token) == request:
                     del self._owed[token]
             if self._owed:
                 return False
+            self._outage.recovered()
             self.resyncs += 1
             return True
 
