@@ -140,7 +140,7 @@ def add_commands(commands: Any) -> None:
         ("answer", "answer its input"),
     ):
         sub = task_commands.add_parser(name, parents=[connection_options()], help=text)
-        sub.add_argument("task_id", metavar="ID")
+        sub.add_argument("task_id", metavar="ID", help="the task's id (after `--` if it begins with `-`)")
         if name == "answer":
             sub.add_argument("--answer", action="append", metavar="KEY=VALUE", required=True)
         sub.set_defaults(run=_task)

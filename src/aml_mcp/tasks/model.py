@@ -69,8 +69,14 @@ _POOL = _RandomPool()
 
 
 def new_task_id() -> str:
-    """A fresh task id: `TASK_ID_BYTES` random bytes from `secrets`, base64url without padding."""
-    return base64.urlsafe_b64encode(_POOL.take(TASK_ID_BYTES)).rstrip(b"=").decode("ascii")
+    """A fresh task id: `TASK_ID_BYTES` random bytes from `secrets`, base64url without padding.
+
+    One that would begin with `-` is drawn again (1 in 64): a shell command line takes such an id
+    for an option (`aml-mcp task get -p6_…` fails in argparse), and users paste ids there."""
+    while True:
+        task_id = base64.urlsafe_b64encode(_POOL.take(TASK_ID_BYTES)).rstrip(b"=").decode("ascii")
+        if not task_id.startswith("-"):
+            return task_id
 
 
 @dataclass(frozen=True, slots=True)
