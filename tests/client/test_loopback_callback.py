@@ -8,8 +8,10 @@ listener's own deadline. Then the same against the development authorization ser
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -31,7 +33,12 @@ from aml_mcp.client.oauth import (
     LoopbackCatcher,
     oauth_provider,
 )
-from tests.client.login_browser import FORGED, browser_command, sign_in_after_attacks
+from tests.client.login_browser import (
+    FORGED,
+    blocking_browser_command,
+    browser_command,
+    sign_in_after_attacks,
+)
 from tests.support.oauth import SecuredServer, secured_server
 from tests.support.scoped_catalog import scoped_catalog
 
@@ -225,3 +232,39 @@ def test_cli_login_with_a_callback_port_survives_a_hostile_local_process(
     assert seen[0] == {"redirect_uri": f"http://127.0.0.1:{port}/callback"}
     assert [entry["status"] for entry in seen if "forged" in entry] == [400, 400, 400]
     assert seen[-1] == {"delivered": 200}
+
+
+BROWSER_LINGERS_SECONDS = 120.0
+"""How long the blocking `$BROWSER` stays after delivering the redirect: far past the bound below."""
+LOGIN_BOUND_SECONDS = 45.0
+
+
+def test_cli_login_does_not_wait_for_a_browser_command_that_blocks(
+    server: SecuredServer, tmp_path: Path
+) -> None:
+    """A `$BROWSER` that only returns once its page has loaded (and lingers after): the listener
+    answers the redirect while the browser command still runs, and the command ends without it."""
+    log = tmp_path / "browser.log"
+    since = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "aml_mcp", "call", "probe_read", "--url", server.resource, "--login",
+         "--token-cache", str(tmp_path / "tokens.json")],
+        env={**{k: v for k, v in os.environ.items() if k != "AML_MCP_TOKEN"},
+             "BROWSER": blocking_browser_command(tmp_path, BROWSER_LINGERS_SECONDS),
+             "LOGIN_LOG": str(log), "LOGIN_USER": "carol"},
+        capture_output=True,
+        text=True,
+        timeout=LOGIN_BOUND_SECONDS,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )  # fmt: skip
+    took = time.monotonic() - since
+    seen = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    for entry in seen:  # the browser still lingers: it is this test's to stop
+        if "pid" in entry:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry["pid"]), signal.SIGTERM)
+    assert done.returncode == 0, (done.stderr, seen)
+    assert json.loads(done.stdout)["subject"] == "carol"
+    assert [entry["delivered"] for entry in seen] == [200]
+    assert took < LOGIN_BOUND_SECONDS

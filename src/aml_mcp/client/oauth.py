@@ -20,6 +20,7 @@ import os
 import secrets
 import socket
 import sys
+import threading
 import weakref
 import webbrowser
 from collections.abc import Awaitable, Callable
@@ -279,7 +280,12 @@ class LoopbackCatcher(CodeCatcher):
     async def redirect(self, authorization_url: str) -> None:
         self._pending_state = _query_value(authorization_url, "state")
         self._show(f"Sign in to authorize this client:\n  {authorization_url}")
-        self._open_browser(authorization_url)
+        # The browser opens on a thread of its own: `webbrowser` waits for a `$BROWSER` command to
+        # exit, and one that stays until its page has loaded (a text browser, a script) would wait
+        # for the redirect that `callback` can only answer once this returns: a deadlock.
+        threading.Thread(
+            target=_open_quietly, args=(self._open_browser, authorization_url), daemon=True
+        ).start()
 
     async def callback(self) -> AuthorizationCodeResult:
         """The code of the response carrying the pending state; `TimeoutError` after the deadline."""
@@ -334,6 +340,12 @@ class LoopbackCatcher(CodeCatcher):
             return None
         await _respond(stream, 200, "Signed in", "You can close this window.")
         return result
+
+
+def _open_quietly(open_browser: Callable[[str], object], url: str) -> None:
+    """Open `url`; a browser that cannot start changes nothing, as the URL is printed to open by hand."""
+    with contextlib.suppress(Exception):
+        open_browser(url)
 
 
 def _show_on_stderr(text: str) -> None:
