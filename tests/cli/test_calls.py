@@ -99,6 +99,21 @@ def test_input_that_cannot_be_answered_is_listed_and_fails(server: SecuredServer
     assert done.returncode == 5, done.stderr
     assert f"dob:{case}:" in done.stderr and "date of birth" in done.stderr and "date_of_birth" in done.stderr
     assert done.stdout == ""
+    # The hints are commands to paste as they are: with the --url this one was given.
+    hints = [line.strip() for line in done.stderr.splitlines() if " task " in line and "--url" in line]
+    answer, cancel = (next(h for h in hints if f" task {verb} " in h) for verb in ("answer", "cancel"))
+    assert f"--url {server.url}/mcp" in answer and "--answer KEY=VALUE" in answer
+    pasted = subprocess.run(
+        ["bash", "-c", cancel], env=_env(server), capture_output=True, text=True, timeout=90, check=False
+    )
+    assert pasted.returncode == 0, (cancel, pasted.stderr)
+    task_id = json.loads(pasted.stdout)["taskId"]
+    eventually(
+        lambda: json.loads(_run(server, "task", "get", task_id).stdout)["status"] == "cancelled",
+        timeout=60,
+        interval=0.5,
+        what="the task to be cancelled",
+    )
 
 
 def test_no_wait_prints_the_task_and_task_get_follows_it(server: SecuredServer, cases: Cases) -> None:
@@ -115,6 +130,10 @@ def test_no_wait_prints_the_task_and_task_get_follows_it(server: SecuredServer, 
 
     state = eventually(completed, timeout=60, interval=0.5, what="the task to complete")
     assert state["taskId"] == task_id and "result" in state
+    # Cancelling it now cancels nothing, and says so: exit 7, the status it ended with, no result.
+    late = _run(server, "task", "cancel", task_id)
+    assert late.returncode == 7, late.stderr
+    assert "had already ended (completed)" in late.stderr and late.stdout == ""
 
 
 def test_run_full_eval_completes_with_exit_status_zero(server: SecuredServer) -> None:

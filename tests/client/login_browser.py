@@ -1,12 +1,12 @@
 """A person's browser, and a hostile local process beside it, for `aml-mcp call --login` (finding N6).
 
 `$BROWSER` is an executable that runs `main(url)` (see `browser_command`): like a real browser it
-returns at once and works in the background; `blocking_browser_command` is one that does not return
-until its page has loaded (a text browser, a script). In the background it first pokes at the CLI's loopback listener as any local process or
-web page could — a connection that never says anything, a forged `?error=access_denied` without a
-state and with a wrong one, a code with a wrong state — then signs in on the development
-authorization server as `$LOGIN_USER` and delivers the real redirect. What it saw goes to
-`$LOGIN_LOG`, one JSON object per line.
+returns at once and works in the background. There it first pokes at the CLI's loopback listener as
+any local process or web page could — a connection that never says anything, a forged
+`?error=access_denied` without a state and with a wrong one, a code with a wrong state — then signs
+in on the development authorization server as `$LOGIN_USER` and delivers the real redirect. What it
+saw goes to `$LOGIN_LOG`, one JSON object per line. `blocking_browser_command` is one that does not
+return until its page has loaded (a text browser, a script).
 """
 
 from __future__ import annotations

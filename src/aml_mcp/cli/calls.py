@@ -37,6 +37,8 @@ EXIT_INPUT = 5
 """The server asked for input the command could not give."""
 EXIT_PROTOCOL = 6
 """The server refused the request or could not be reached, or the client refused its answer."""
+EXIT_TASK_ENDED = 7
+"""`aml-mcp task cancel` of a task that had already ended: nothing was cancelled."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C: the task was cancelled on the server (128 + SIGINT, as shells expect)."""
 CANCEL_TIMEOUT_SECONDS = 0.9

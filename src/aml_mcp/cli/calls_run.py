@@ -7,9 +7,11 @@ which `aml-mcp --help` or a server command must not pay.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -19,7 +21,6 @@ from typing import Any, TextIO
 import anyio
 import httpx2
 import mcp_types as types
-from mcp.shared.exceptions import MCPError
 
 from aml_mcp.cli.answers import CommandLineAnswers, coerce, describe_unanswered, parse_answers
 from aml_mcp.cli.calls import (
@@ -30,11 +31,14 @@ from aml_mcp.cli.calls import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PROTOCOL,
+    EXIT_TASK_ENDED,
     EXIT_TOOL_ERROR,
     TOKEN_ENV,
     default_token_cache,
 )
+from aml_mcp.cli.failures import EXIT_STDOUT_CLOSED, StdoutClosed, explain_call, report
 from aml_mcp.cli.progress import Reporter, reporter_for
+from aml_mcp.cli.serve import command_prefix
 from aml_mcp.client import (
     DEFAULT_MAX_ANSWER_BYTES,
     AnswerRefused,
@@ -100,14 +104,41 @@ def _print_result(result: types.CallToolResult, out: TextIO) -> int:
         body: Any = result.structured_content
     else:
         body = result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"meta"})
-    print(terminal_json(body), file=out, flush=True)
+    _emit(terminal_json(body), out)
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
+def task_command(args: argparse.Namespace, action: str, task_id: str, *extra: str) -> str:
+    """`aml-mcp task ACTION ID ...` as the user can paste it: spelled as they run `aml-mcp`
+    (`./dev`, a venv path), with the `--url` and the sign-in options this command was given. A
+    token given with `--token` is not repeated (a hint must not print a credential): it is named as
+    `"$TOKEN"`, the README's variable; one from `AML_MCP_TOKEN` needs nothing."""
+    words = [command_prefix(), "task", action, shlex.quote(task_id), "--url", shlex.quote(args.url)]
+    if args.login:
+        words.append("--login")
+        if args.token_cache is not None:
+            words += ["--token-cache", shlex.quote(str(args.token_cache))]
+        if args.callback_port:
+            words += ["--callback-port", str(args.callback_port)]
+    elif args.token:
+        words += ["--token", '"$TOKEN"']
+    if args.poll:
+        words.append("--poll")
+    if args.max_answer_bytes is not None:
+        words += ["--max-answer-bytes", str(args.max_answer_bytes)]
+    return terminal_text(" ".join([*words, *extra]))
+
+
 async def follow(
-    handle: TaskHandle, answers: CommandLineAnswers | None, reporter: Reporter, out: TextIO
+    handle: TaskHandle,
+    answers: CommandLineAnswers | None,
+    reporter: Reporter,
+    out: TextIO,
+    args: argparse.Namespace | None = None,
 ) -> int:
-    """Wait for the task, showing its states; Ctrl-C (or SIGTERM) cancels it on the server."""
+    """Wait for the task, showing its states; Ctrl-C (or SIGTERM) cancels it on the server. With the
+    command's `args`, a task left waiting for input is followed by the commands that answer or
+    cancel it, ready to paste."""
     if answers is not None:
         answers.before_prompt = reporter.pause  # the prompt takes the terminal from the bar
         answers.after_prompt = reporter.resume
@@ -125,7 +156,7 @@ async def follow(
 
         async def wait() -> None:
             nonlocal outcome
-            outcome = await _wait(handle, reporter, out)
+            outcome = await _wait(handle, reporter, out, args)
             group.cancel_scope.cancel()
 
         group.start_soon(on_signal)
@@ -141,7 +172,9 @@ async def follow(
     return outcome
 
 
-async def _wait(handle: TaskHandle, reporter: Reporter, out: TextIO) -> int:
+async def _wait(
+    handle: TaskHandle, reporter: Reporter, out: TextIO, args: argparse.Namespace | None = None
+) -> int:
     try:
         async for state in handle.statuses():
             reporter.show(state)
@@ -150,9 +183,14 @@ async def _wait(handle: TaskHandle, reporter: Reporter, out: TextIO) -> int:
         reporter.close()
         print(describe_unanswered(missing.requests), file=sys.stderr)
         task_id = terminal_text(handle.task_id)
+        if args is None:
+            answer, cancel = "aml-mcp task answer ID --answer KEY=VALUE ...", "aml-mcp task cancel ID"
+        else:
+            answer = task_command(args, "answer", handle.task_id, "--answer", "KEY=VALUE", "...")
+            cancel = task_command(args, "cancel", handle.task_id)
         print(
-            f"task {task_id} is waiting for this input: `aml-mcp task answer {task_id} "
-            "--answer KEY=VALUE ...` or `aml-mcp task cancel ...`",
+            f"task {task_id} is waiting for this input; answer it with\n  {answer}\nor cancel it with\n"
+            f"  {cancel}",
             file=sys.stderr,
         )
         return EXIT_INPUT
@@ -162,7 +200,7 @@ async def _wait(handle: TaskHandle, reporter: Reporter, out: TextIO) -> int:
         return EXIT_PROTOCOL
     except TaskFailed as failed:
         reporter.note(str(failed))
-        print(terminal_json(failed.error), file=out)
+        _emit(terminal_json(failed.error), out)
         return EXIT_FAILED
     except TaskCancelled as cancelled:
         reporter.note(str(cancelled))
@@ -181,9 +219,9 @@ async def run_call(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         if isinstance(outcome, types.CallToolResult):
             return _print_result(outcome, out)
         if args.no_wait:
-            print(terminal_json(outcome.state.wire()), file=out, flush=True)
+            _emit(terminal_json(outcome.state.wire()), out)
             return EXIT_OK
-        return await follow(outcome, answers, reporter_for(sys.stderr), out)
+        return await follow(outcome, answers, reporter_for(sys.stderr), out, args)
 
 
 async def run_task(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
@@ -193,10 +231,8 @@ async def run_task(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     async with _connected(args, answers) as client:
         handle = await client.task(args.task_id)
         if args.task_command == "cancel":
-            await handle.cancel()
-            print(f"task {terminal_text(args.task_id)}: cancel requested", file=sys.stderr)
-            state = await handle.refresh()
-        elif args.task_command == "answer":
+            return await _cancel(handle, out)
+        if args.task_command == "answer":
             pending = handle.pending_inputs()
             given = {key: await answers(key, request) for key, request in pending.items()}
             if given:
@@ -204,8 +240,31 @@ async def run_task(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             state = await handle.refresh()
         else:
             state = handle.state
-        print(terminal_json(state.wire()), file=out, flush=True)
+        _emit(terminal_json(state.wire()), out)
         return EXIT_OK
+
+
+async def _cancel(handle: TaskHandle, out: TextIO) -> int:
+    """`aml-mcp task cancel`: says what became of the task. One that had already ended (the
+    server acknowledges a cancel of it and leaves it as it was) is said so, with its status and
+    `EXIT_TASK_ENDED`, and is not printed: nothing was cancelled, and its result is `task get`'s.
+    The cancel is sent whatever the state fetched first says, which may be stale already."""
+    task_id = terminal_text(handle.task_id)
+    before = handle.state
+    await handle.cancel()
+    after = await handle.refresh()
+    if after.status == "cancelled" and before.status != "cancelled":
+        print(f"task {task_id} cancelled", file=sys.stderr)
+    elif after.terminal:
+        print(
+            f"task {task_id} had already ended ({terminal_text(after.status)}): nothing was cancelled",
+            file=sys.stderr,
+        )
+        return EXIT_TASK_ENDED
+    else:
+        print(f"task {task_id}: cancel requested (it stops at its next step)", file=sys.stderr)
+    _emit(terminal_json(after.wire()), out)
+    return EXIT_OK
 
 
 class _TerminalSafeFormatter(logging.Formatter):
@@ -220,23 +279,43 @@ class _TerminalSafeFormatter(logging.Formatter):
         return terminal_text(self._inner.format(record), newlines=True)
 
 
-def _reported_elsewhere(record: logging.LogRecord) -> bool:
-    """Drops the SDK's traceback for an answer the client refused: the command says it in one line."""
-    return not (record.exc_info and isinstance(record.exc_info[1], AnswerRefused))
+class _ReportedElsewhere(logging.Filter):
+    """Drops the SDK's log record of an error the command says in one line anyway (an answer the
+    client refused, a sign-in that failed, a token the server refused): its traceback is what
+    `--debug` is for. A record of any other error still shows."""
+
+    def __init__(self, url: str, login: bool) -> None:
+        super().__init__()
+        self._url = url
+        self._login = login
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is None:
+            return True
+        return (
+            not isinstance(error, AnswerRefused)
+            and explain_call(error, url=self._url, login=self._login) is None
+        )
 
 
-def _guard_logs() -> None:
+def _guard_logs(args: argparse.Namespace, debug: bool) -> None:
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_reported_elsewhere)
+        if not debug and not any(isinstance(f, _ReportedElsewhere) for f in handler.filters):
+            handler.addFilter(_ReportedElsewhere(args.url, bool(args.login)))
         if not isinstance(handler.formatter, _TerminalSafeFormatter):
             handler.setFormatter(_TerminalSafeFormatter(handler.formatter))
 
 
 def run(runner: Callable[[argparse.Namespace], Awaitable[int]], args: argparse.Namespace) -> int:
-    """Run `run_call` or `run_task`: every way the exchange can end is one line and an exit status."""
-    for noisy in ("httpx", "httpx2", "mcp"):  # stderr is for the task's progress, not request logs
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    _guard_logs()
+    """Run `run_call` or `run_task`: every way the exchange can end is one line and an exit status
+    (`aml_mcp.cli.failures`), with the traceback too under `--debug`."""
+    debug = bool(getattr(args, "debug", False))
+    # stderr is for the task's progress and the one line saying what went wrong: not the SDK's
+    # request logs, nor its warnings (a refused redirect) that the line says again.
+    for noisy in ("httpx", "httpx2", "mcp"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if debug else logging.ERROR)
+    _guard_logs(args, debug)
     try:
         code: int = anyio.run(runner, args)
     except KeyboardInterrupt:
@@ -245,29 +324,28 @@ def run(runner: Callable[[argparse.Namespace], Awaitable[int]], args: argparse.N
     except InputUnavailable as missing:
         print(describe_unanswered(missing.requests), file=sys.stderr)
         return EXIT_INPUT
-    except AnswerRefused as refused:
-        print(f"aml-mcp: {terminal_text(refused)}", file=sys.stderr)
-        return EXIT_PROTOCOL
-    except MCPError as error:
-        print(f"aml-mcp: the server refused: {terminal_text(error)} (code {error.code})", file=sys.stderr)
-        return EXIT_PROTOCOL
-    except (httpx2.HTTPError, OSError) as error:
-        print(f"aml-mcp: cannot reach {terminal_text(args.url)}: {terminal_text(error)}", file=sys.stderr)
-        return EXIT_PROTOCOL
-    except BaseExceptionGroup as group:
-        # A connection lost under a request ends the SDK's session from its transport's task group,
-        # which raises the error wrapped: still the server out of reach (every retry spent), one line.
-        lost, other = group.split((httpx2.HTTPError, OSError))
-        if lost is None or other is not None:
+    except Exception as error:
+        failure = explain_call(error, url=args.url, login=bool(args.login))
+        if failure is None:
             raise
-        print(
-            f"aml-mcp: cannot reach {terminal_text(args.url)}: {terminal_text(_first(group))}",
-            file=sys.stderr,
-        )
-        return EXIT_PROTOCOL
+        if failure.exit_code == EXIT_STDOUT_CLOSED:
+            _drop_stdout()
+        return report(failure, error, debug=debug)
     return code
 
 
-def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    leaf = group.exceptions[0]
-    return _first(leaf) if isinstance(leaf, BaseExceptionGroup) else leaf
+def _emit(text: str, out: TextIO) -> None:
+    """One line of the command's output on stdout; its reader gone (`| head`) is `StdoutClosed`,
+    which the command does not blame on the server."""
+    try:
+        print(text, file=out, flush=True)
+    except BrokenPipeError as closed:
+        raise StdoutClosed(str(closed)) from closed
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of it at exit fails no more."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
