@@ -99,6 +99,11 @@ class PoolBudget:
     idle_seconds: float = 60.0
     """A connection above `min_size` left unused this long is closed: a burst's connections go back
     to the server within a minute instead of being held at the pool's maximum for good."""
+    reconnect_seconds: float = 3.0
+    """How long one background reconnection keeps retrying (its waits doubling from 1 s) before it
+    gives up and the next request starts a fresh one. The pool's own default, five minutes, let the
+    wait grow to 16 s during a 20 s database restart, so a replica came back ten seconds after the
+    database did; with a short attempt the next request after the restart reconnects at once."""
 
 
 def storage_fault(exc: BaseException) -> str | None:
@@ -190,6 +195,7 @@ class PostgresDatabase:
             kwargs={**self.connect_kwargs(), "autocommit": True},
             timeout=self.budget.wait_seconds,
             max_idle=self.budget.idle_seconds,
+            reconnect_timeout=self.budget.reconnect_seconds,
             name="aml-mcp",
             open=False,
         )

@@ -44,6 +44,7 @@ class SyncPostgres:
             min_size=0,  # opened when first used, closed after `idle_seconds` unused
             max_size=max(1, max_size),
             max_idle=database.budget.idle_seconds,
+            reconnect_timeout=database.budget.reconnect_seconds,
             kwargs={**database.connect_kwargs(), "autocommit": True, "application_name": name},
             timeout=database.budget.wait_seconds,
             name=name,
