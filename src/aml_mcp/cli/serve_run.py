@@ -35,6 +35,7 @@ from aml_mcp.auth.challenge import resource_metadata_url
 from aml_mcp.auth.redaction import install_access_log_redaction
 from aml_mcp.catalog import Catalog
 from aml_mcp.cli.case_notes import open_notes
+from aml_mcp.cli.data_dir_lock import hold_data_dir
 from aml_mcp.cli.logs import configure_logging
 from aml_mcp.cli.metrics_listener import metrics_server, run_beside
 from aml_mcp.cli.options import trusted_issuers
@@ -146,7 +147,8 @@ def serve(args: argparse.Namespace) -> int:
         print(f"aml-mcp: {refusal}", file=sys.stderr)
         return EXIT_SETTINGS
     check_data_dir(settings)
-    with _listening(settings) as (settings, sock, metrics_sock):
+    with hold_data_dir(settings.data_dir) as lock, _listening(settings) as (settings, sock, metrics_sock):
+        lock.announce(settings.resource_url)
         _load_demo(settings)
         single_threaded_blas()
         app = build_app(settings)
