@@ -73,6 +73,8 @@ class Cluster:
     """Replica port -> the port of that replica's metrics listener (loopback)."""
     worker_metrics: list[int] = field(default_factory=list)
     """The port of each worker's metrics listener (loopback), in the order of `workers`."""
+    work_dir: Path | None = None
+    """Where each process's log and data directory are."""
 
     def metrics_urls(self) -> list[tuple[str, str]]:
         """(process, URL) of every metrics listener: replicas first, then workers."""
@@ -209,6 +211,7 @@ def running_cluster(
             workers=worker_procs,
             replica_metrics=replica_metrics,
             worker_metrics=worker_metrics,
+            work_dir=work,
         )
     finally:
         stop_all(started)
@@ -233,6 +236,21 @@ def budget_line(replicas: int, workers: int, env: Mapping[str, str]) -> str:
     return f"aml-mcp cluster: {deployment_budget(replicas, workers, pool_size(env))}"
 
 
+def token_hint(cluster: Cluster, database_url: str) -> str:
+    """How to get a token this cluster accepts, as the user runs `aml-mcp`: signed with the
+    development issuer's key in the cluster's database and schema (a command without the schema
+    would mint with another schema's key), for the balancer's URL."""
+    from aml_mcp.cli.serve import command_prefix
+    from aml_mcp.cli.shared_args import shared_state_args
+
+    env, shared = shared_state_args(database_url, cluster.schema)
+    return (
+        "aml-mcp cluster: a token for scripts (the development issuer's key in this schema):\n"
+        f"    {env}{command_prefix()} token{shared} --public-url {cluster.url} --subject carol"
+        ' --tenant meridian-bank --scope "aml:read aml:eval aml:draft"'
+    )
+
+
 def _cluster(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per readiness poll
     stop = {"signal": 0}
@@ -243,10 +261,11 @@ def _cluster(args: argparse.Namespace) -> int:
         stop["signal"] = sig
 
     try:
+        database_url = args.database_url or os.environ.get("AML_MCP_DATABASE_URL", DEFAULT_DATABASE_URL)
         with running_cluster(
             replicas=args.replicas,
             workers=args.workers,
-            database_url=args.database_url or os.environ.get("AML_MCP_DATABASE_URL", DEFAULT_DATABASE_URL),
+            database_url=database_url,
             schema=args.schema,
             catalog=args.catalog,
             port=args.port,
@@ -255,10 +274,12 @@ def _cluster(args: argparse.Namespace) -> int:
             pids = ", ".join(str(proc.pid) for proc in cluster.processes)
             print(
                 f"aml-mcp cluster: haproxy + {args.replicas} API replicas + {args.workers} workers on schema "
-                f"{cluster.schema} (pids {pids}); Ctrl-C stops them",
+                f"{cluster.schema} (pids {pids}; logs in {cluster.work_dir}); Ctrl-C stops them",
                 file=sys.stderr,
                 flush=True,
             )
+            if args.catalog == "aml":
+                print(token_hint(cluster, database_url), file=sys.stderr, flush=True)
             listeners = ", ".join(f"{name} {url}" for name, url in cluster.metrics_urls())
             print(f"metrics (loopback only, not through haproxy): {listeners}", file=sys.stderr, flush=True)
             signal.signal(signal.SIGTERM, on_signal)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import shlex
 import signal
 import socket
 import sys
@@ -22,9 +21,7 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
-import psycopg
 import uvicorn
-from psycopg.conninfo import conninfo_to_dict
 from starlette.applications import Starlette
 from threadpoolctl import threadpool_limits
 
@@ -40,6 +37,7 @@ from aml_mcp.cli.logs import configure_logging
 from aml_mcp.cli.metrics_listener import metrics_server, run_beside
 from aml_mcp.cli.options import trusted_issuers
 from aml_mcp.cli.serve import command_prefix, metrics_url, serve_refusal, shared_options
+from aml_mcp.cli.shared_args import shared_state_args
 from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
 from aml_mcp.config import AuthSettings, Settings, load_settings
 from aml_mcp.devauth.users import DEMO_USERS
@@ -263,19 +261,8 @@ def serve_banner(settings: Settings, command: str = "aml-mcp") -> str:
 
 def _shared_state_args(settings: Settings) -> tuple[str, str]:
     """(environment prefix, options) that make a banner command use the shared database, where the
-    development issuer's keys and secrets are when `database_url` is set. A URL holding a password
-    is never printed: the command then reads it from `AML_MCP_DATABASE_URL`."""
-    url = settings.database_url
-    if url is None:
-        return "", ""
-    try:
-        has_password = bool(conninfo_to_dict(url).get("password"))
-    except psycopg.ProgrammingError:
-        has_password = True
-    shown = '"$AML_MCP_DATABASE_URL"' if has_password else shlex.quote(url)
-    schema = settings.database_schema
-    env = f"AML_MCP_DATABASE_SCHEMA={shlex.quote(schema)} " if schema is not None else ""
-    return env, f" --database-url {shown}"
+    development issuer's keys and secrets are when `database_url` is set (`shared_args`)."""
+    return shared_state_args(settings.database_url, settings.database_schema)
 
 
 def _demo_users() -> str:
