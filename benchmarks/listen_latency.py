@@ -11,7 +11,9 @@ stream costs the server.
 3. `--idle` idle streams (`toolsListChanged`): the server's resident memory before and after,
    per stream.
 
-The server is the real `aml-mcp conformance-server` (authentication off) in its own process.
+The server is the real `aml-mcp conformance-server` (authentication off) in its own process, with
+the per-caller stream cap and the connection bound raised to admit the run's streams
+(`server_limits`): every stream is the one local caller's.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import sys
@@ -178,6 +181,21 @@ async def run(port: int, pid: int, streams: int, pollers: int, idle: int) -> Non
         reader._aml_writer.close()  # type: ignore[attr-defined]
 
 
+HEADROOM = 64
+"""Connections beyond the benchmark's own: its plain requests (creates, polls) and slack."""
+
+
+def server_limits(streams: int, pollers: int, idle: int) -> dict[str, str]:
+    """The benchmarked server's own settings: with authentication off every stream is the one local
+    caller's, so the per-caller stream cap (16 by default, a guard against one principal holding the
+    server's streams) and the open-connection bound must admit every stream this run opens."""
+    held = streams + idle
+    return {
+        "AML_MCP_MAX_LISTEN_STREAMS_PER_PRINCIPAL": str(held + HEADROOM),
+        "AML_MCP_HTTP__MAX_CONNECTIONS": str(held + pollers + HEADROOM),
+    }
+
+
 def main() -> None:
     import subprocess
 
@@ -191,6 +209,7 @@ def main() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "aml_mcp", "conformance-server", "--port", str(port), "--data-dir", data_dir],
         stderr=subprocess.DEVNULL,
+        env={**os.environ, **server_limits(args.streams, args.pollers, args.idle)},
     )
     try:
         deadline = time.monotonic() + 30
