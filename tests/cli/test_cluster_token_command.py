@@ -15,11 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from aml_mcp.cli.shared_args import shared_state_args
 from tests.support.mcp_http import call_tool
 from tests.support.postgres import check_reachable, database_url
 from tests.support.waiting import eventually
-
-pytestmark = [pytest.mark.scaleout, pytest.mark.slow]
 
 TOKEN_WORDS = (" token --database-url ", "AML_MCP_DATABASE_SCHEMA=")
 
@@ -28,6 +27,8 @@ def _stderr_lines(stderr: Path) -> list[str]:
     return stderr.read_text(errors="replace").splitlines()
 
 
+@pytest.mark.scaleout
+@pytest.mark.slow
 def test_the_printed_token_command_gives_a_token_the_cluster_accepts(tmp_path: Path) -> None:
     url = database_url()
     check_reachable(url)
@@ -77,3 +78,13 @@ def test_the_printed_token_command_gives_a_token_the_cluster_accepts(tmp_path: P
             except subprocess.TimeoutExpired:
                 cluster.kill()
                 cluster.wait(10)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://u:secret@h/db", "postgresql://u@h/db?password=secret", "host=h password=secret"],
+)
+def test_a_database_url_with_a_password_is_never_printed(url: str) -> None:
+    env, options = shared_state_args(url, "cluster_1")
+    assert "secret" not in env + options and options == ' --database-url "$AML_MCP_DATABASE_URL"'
+    assert env == "AML_MCP_DATABASE_SCHEMA=cluster_1 "

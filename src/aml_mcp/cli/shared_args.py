@@ -10,6 +10,7 @@ command then reads it from `AML_MCP_DATABASE_URL`.
 from __future__ import annotations
 
 import shlex
+from urllib.parse import parse_qs, urlsplit
 
 DATABASE_URL_ENV = "AML_MCP_DATABASE_URL"
 DATABASE_SCHEMA_ENV = "AML_MCP_DATABASE_SCHEMA"
@@ -18,15 +19,20 @@ DATABASE_SCHEMA_ENV = "AML_MCP_DATABASE_SCHEMA"
 def shared_state_args(database_url: str | None, schema: str | None) -> tuple[str, str]:
     """(environment prefix, options) for a printed command to use the servers' database and schema;
     empty strings when they use none."""
-    if database_url is None:
+    if not database_url:
         return "", ""
-    from psycopg import ProgrammingError
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        has_password = bool(conninfo_to_dict(database_url).get("password"))
-    except ProgrammingError:
-        has_password = True
-    shown = f'"${DATABASE_URL_ENV}"' if has_password else shlex.quote(database_url)
+    shown = f'"${DATABASE_URL_ENV}"' if _may_hold_password(database_url) else shlex.quote(database_url)
     env = f"{DATABASE_SCHEMA_ENV}={shlex.quote(schema)} " if schema is not None else ""
     return env, f" --database-url {shown}"
+
+
+def _may_hold_password(url: str) -> bool:
+    """Whether `url` names a password (in its user part or as a `password` parameter); a string
+    this cannot read as a PostgreSQL URL (a key=value connection string) is taken to hold one."""
+    try:
+        parts = urlsplit(url)
+        if parts.scheme not in ("postgresql", "postgres"):
+            return True
+        return bool(parts.password) or "password" in parse_qs(parts.query)
+    except ValueError:
+        return True
