@@ -45,8 +45,11 @@ from aml_mcp.devauth.wiring import CLI_CLIENT_ID, SERVICE_CLIENT_ID, dev_issuer
 from aml_mcp.http.protocol import uvicorn_options
 from aml_mcp.lab.wiring import page_url
 
-TRANSFORMER_NOTES_PER_S = 25
-"""Measured transformer ingest rate on 2 shared cores (benchmarks/search_quality.py): for the estimate."""
+BACKGROUND_NOTES_PER_S = 11
+"""The background move's measured rate on 2 shared cores, beside the serving server (docs/aml-tools.md:
+3 x 2,000 demo notes in about nine minutes; 589 s in the newcomer review): for the estimate `serve`
+prints. A one-shot ingest runs faster (25-30 notes/s, benchmarks/search_quality.py), which made the
+estimate say 4 minutes."""
 
 
 class _Server(uvicorn.Server):
@@ -216,7 +219,7 @@ def _load_demo(settings: Settings) -> None:
         banks = ", ".join(f"{tenant} ({count})" for tenant, count in written.items())
         say(f"loaded the demo corpus (notes per bank): {banks} in {time.monotonic() - started:.1f} s")
         if settings.aml.embedder is EmbedderKind.MINILM and settings.aml.reembed_in_background:
-            minutes = max(1, round(sum(written.values()) / TRANSFORMER_NOTES_PER_S / 60))
+            minutes = max(1, round(sum(written.values()) / BACKGROUND_NOTES_PER_S / 60))
             say(
                 "search is ready now (lexical, and dense with the static table); full dense quality "
                 f"once the demo banks are re-embedded with the transformer in the background, about "
