@@ -6,10 +6,12 @@ the traceback."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -147,3 +149,31 @@ def test_a_closed_stdout_is_not_blamed_on_the_server(server: SecuredServer) -> N
         os.close(writer)
     assert done.returncode == 141, done.stderr
     assert done.stderr == ""
+
+
+class _Redirecting(http.server.BaseHTTPRequestHandler):
+    """Answers every request with a redirect to another origin, as a misconfigured proxy might."""
+
+    def _redirect(self) -> None:
+        self.send_response(307)
+        self.send_header("Location", "https://elsewhere.example/mcp")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _redirect
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_redirect_the_client_does_not_follow_is_one_line_and_exit_6() -> None:
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirecting) as redirecting:
+        threading.Thread(target=redirecting.serve_forever, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{redirecting.server_address[1]}/mcp"
+            done = _call(url, "call", "probe_read", token="any")
+        finally:
+            redirecting.shutdown()
+    assert done.returncode == EXIT_PROTOCOL, done.stderr
+    line = _one_line(done)
+    assert "redirect" in line.lower() and "elsewhere.example" in line
