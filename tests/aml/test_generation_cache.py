@@ -17,9 +17,9 @@ def test_vectors_are_loaded_once_per_generation() -> None:
     cache = GenerationCache()
     loads: list[int] = []
 
-    def load(generation: int, count: int) -> tuple[int, list[VectorRow]]:
+    def load(generation: int, count: int) -> tuple[int, str | None, list[VectorRow]]:
         loads.append(generation)
-        return generation, _rows(count)
+        return generation, f"space-{generation}", _rows(count)
 
     first = cache.vectors(7, 1, lambda: load(1, 2))
     assert cache.vectors(7, 1, lambda: load(1, 2)) is first
@@ -28,13 +28,14 @@ def test_vectors_are_loaded_once_per_generation() -> None:
     assert (first.generation, len(first.rowids)) == (1, 2)
     assert (moved.generation, len(moved.rowids)) == (2, 3)
     assert list(moved.typology_rows["structuring"]) == [0, 1, 2]
+    assert (first.space, moved.space) == ("space-1", "space-2")  # the space read with the rows
 
 
 def test_a_load_may_answer_a_newer_generation_than_the_one_checked() -> None:
     cache = GenerationCache()
-    loaded = cache.vectors(7, 1, lambda: (2, _rows(1)))  # written between the check and the read
+    loaded = cache.vectors(7, 1, lambda: (2, "s", _rows(1)))  # written between the check and the read
     assert loaded.generation == 2
-    assert cache.vectors(7, 2, lambda: (3, _rows(5))) is loaded
+    assert cache.vectors(7, 2, lambda: (3, "s", _rows(5))) is loaded
 
 
 def test_only_terms_not_yet_counted_are_counted_and_a_write_starts_over() -> None:

@@ -32,6 +32,7 @@ from aml_mcp.aml.evaluation.storage.sqlite import SqliteBaselines
 from aml_mcp.aml.notes.model import (
     CaseNote,
     InvalidTenantError,
+    LexicalHalf,
     NoteFilter,
     Subject,
     UnstorableNoteError,
@@ -428,6 +429,10 @@ def _replace_vectors(notes: Notes, hostile: str) -> object:
     return notes.view.vector_space() == hostile
 
 
+def _half(half: LexicalHalf) -> object:
+    return (half.hits, half.every, half.identifiers)
+
+
 def _frequencies(notes: Notes, hostile: str) -> object:
     stats = notes.view.document_frequencies([hostile, "deposits"])
     return None if stats is None else (stats.documents, stats.df)
@@ -473,9 +478,35 @@ VIEW_CASES = [
         always([]),
     ),
     Case("document_frequencies", "terms", _frequencies, lambda h: (2, {h: 0, "deposits": 1})),
+    Case(
+        "lexical_half",
+        "identifiers",
+        lambda n, h: _half(n.view.lexical_half(None, None, [h], NoteFilter(), 10)),
+        always(([], [], {})),
+    ),
+    Case(
+        "lexical_half",
+        "where",
+        lambda n, h: _half(
+            n.view.lexical_half('"deposits"', '"deposits"', ["acc0012"], NoteFilter(case_id=h), 10)
+        ),
+        always(([], [], {})),
+    ),
     # expressions are what the search code builds: anything outside that grammar is refused
     Case("lexical", "match", lambda n, h: n.view.lexical(h, NoteFilter(), 10), always(Refused(ValueError))),
     Case("matching", "match", lambda n, h: n.view.matching(h, NoteFilter(), 10), always(Refused(ValueError))),
+    Case(
+        "lexical_half",
+        "match",
+        lambda n, h: n.view.lexical_half(h, None, [], NoteFilter(), 10),
+        always(Refused(ValueError)),
+    ),
+    Case(
+        "lexical_half",
+        "every",
+        lambda n, h: n.view.lexical_half(None, h, [], NoteFilter(), 10),
+        always(Refused(ValueError)),
+    ),
     # writes: a note (or a vector space name) no store can keep is refused whole
     Case(
         "replace_notes",

@@ -197,6 +197,8 @@ class TenantVectors:
     case_rows: dict[str, npt.NDArray[np.int64]]
     """Row positions of each case's notes, so a case filter costs a dict lookup."""
     typology_rows: dict[str, npt.NDArray[np.int64]]
+    space: str | None = None
+    """The embedder the vectors were made with (one per bank and generation)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +210,27 @@ class NoteFilter:
     date_to_ts: float | None = None
     typology: str | None = None
     case_id: str | None = None
+
+    def sql(self, mark: str, typology_test: str) -> tuple[str, list[object]]:
+        """The filter as a SQL fragment over table alias `n` (each condition after ` AND `; empty
+        when nothing is filtered) and its parameters, for a store whose placeholder is `mark` and
+        whose test that `n.typologies` holds a parameter is `typology_test` (`instr`, `strpos`).
+
+        A value no store can hold (U+0000, a lone surrogate) equals no stored value: its condition
+        is false, and it is never sent (a NUL would end a pattern early)."""
+        conditions: list[str] = []
+        params: list[object] = []
+        for condition, value in (
+            (f"n.created_ts >= {mark}", self.date_from_ts),
+            (f"n.created_ts <= {mark}", self.date_to_ts),
+            (f"n.case_id = {mark}", self.case_id),
+            (typology_test, None if self.typology is None else f"|{self.typology}|"),
+        ):
+            if value is not None:
+                storable_value = not isinstance(value, str) or storable(value)
+                conditions.append(condition if storable_value else "1 = 0")
+                params.extend([value] if storable_value else [])
+        return "".join(f" AND {c}" for c in conditions), params
 
     def mask(self, vectors: TenantVectors) -> npt.NDArray[np.bool_] | None:
         """The rows of `vectors` that pass, or `None` when nothing is filtered."""
@@ -245,7 +268,20 @@ class TermStatistics:
 class LexicalHit:
     rowid: int
     bm25: float
-    """FTS5 `bm25()` on SQLite, `-ts_rank_cd` on PostgreSQL: lower (more negative) is better."""
+    """BM25 as FTS5's `bm25()` gives it, negated (both stores, `notes.bm25`): lower is better."""
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalHalf:
+    """The lexical half of one search, asked of a bank at once (`TenantNoteAccess.lexical_half`):
+    one round trip on the shared store instead of three."""
+
+    hits: list[LexicalHit]
+    """The best notes for the OR expression, by BM25 (`lexical`)."""
+    every: list[int]
+    """Notes holding every word of the AND expression, unranked (`matching`)."""
+    identifiers: dict[int, list[str]]
+    """Notes carrying one of the identifiers (`identifier_matches`)."""
 
 
 # -- a note as both stores keep it ---------------------------------------------------------------------

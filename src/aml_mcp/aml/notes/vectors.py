@@ -23,8 +23,8 @@ VectorRow = tuple[int, bytes, float, str, str]
 """(row id, float16 embedding bytes, created_ts, case id, typology column `|a|b|`), in row order."""
 
 
-def load_vectors(generation: int, rows: Sequence[VectorRow]) -> TenantVectors:
-    """The in-memory vectors of a bank at `generation`, from its rows in row order."""
+def load_vectors(generation: int, rows: Sequence[VectorRow], space: str | None = None) -> TenantVectors:
+    """The in-memory vectors of a bank at `generation`, made in `space`, from its rows in row order."""
     if not rows:
         return TenantVectors(
             generation,
@@ -35,6 +35,7 @@ def load_vectors(generation: int, rows: Sequence[VectorRow]) -> TenantVectors:
             None,
             {},
             {},
+            space,
         )
     dim = len(rows[0][1]) // 2
     buf = b"".join(r[1] for r in rows)
@@ -56,6 +57,7 @@ def load_vectors(generation: int, rows: Sequence[VectorRow]) -> TenantVectors:
         coarse_basis=basis,
         case_rows={k: np.asarray(v, dtype=np.int64) for k, v in cases.items()},
         typology_rows={k: np.asarray(v, dtype=np.int64) for k, v in typologies.items()},
+        space=space,
     )
 
 

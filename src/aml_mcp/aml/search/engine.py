@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from aml_mcp.aml.notes.model import (
     CaseNote,
+    LexicalHalf,
     NoteFilter,
     Subject,
     TenantVectors,
@@ -43,7 +44,7 @@ from aml_mcp.aml.search.dense import FEEDBACK, Feedback, nearest_with_feedback
 from aml_mcp.aml.search.embeddings import Embedder
 from aml_mcp.aml.search.fusion import TUNED_WEIGHTS, FusionWeights, fuse
 from aml_mcp.aml.search.identifiers import identifier_candidates
-from aml_mcp.aml.search.lexical import all_terms_expression, lexical_terms, match_expression
+from aml_mcp.aml.search.lexical import CountedOnce, all_terms_expression, lexical_terms, match_expression
 from aml_mcp.aml.search.snippets import Highlighter
 
 _log = logging.getLogger(__name__)
@@ -245,21 +246,21 @@ class NoteSearch:
         dense_later = (
             self._start_dense(notes, request.query, where) if mode is not SearchMode.LEXICAL else None
         )
-        lexical: dict[int, float] = {}
-        exact: dict[int, list[str]] = {}
-        all_terms: frozenset[int] = frozenset()
         terms = lexical_terms(request.query)
-        if mode is not SearchMode.DENSE:
-            match = match_expression(notes, terms)
-            if match is not None:
-                lexical = {h.rowid: -h.bm25 for h in notes.lexical(match, where, CANDIDATES)}
+        counts = CountedOnce(notes)  # both expressions ask for the same words' counts
+        match = match_expression(counts, terms) if mode is not SearchMode.DENSE else None
+        every, values = None, []
         if mode is SearchMode.HYBRID:
-            exact = notes.identifier_matches(identifier_candidates(request.query), where)
-            every = all_terms_expression(notes, terms)
-            if every is not None:
-                all_terms = frozenset(notes.matching(every, where, CANDIDATES))
+            every, values = all_terms_expression(counts, terms), identifier_candidates(request.query)
+        half = (
+            notes.lexical_half(match, every, values, where, CANDIDATES)
+            if match is not None or every is not None or values
+            else LexicalHalf([], [], {})
+        )
         dense = dense_later() if dense_later is not None else {}
-        return Candidates(lexical, dense, exact, all_terms)
+        return Candidates(
+            {h.rowid: -h.bm25 for h in half.hits}, dense, half.identifiers, frozenset(half.every)
+        )
 
     def order(
         self, found: Candidates, top_k: int, mode: SearchMode = SearchMode.HYBRID
@@ -287,18 +288,17 @@ class NoteSearch:
     ) -> Callable[[], dict[int, float]] | None:
         """Start the dense list (embedding and nearest notes; on `overlap` if given); returns what
         waits for it, or None when the tenant has no vectors searchable in a loaded embedder's space."""
-        space = notes.vector_space()
-        embedder = self._embedders.for_space(space)
+        vectors = notes.vectors()  # their space with them: one question of the store, not two
+        if vectors is None or len(vectors.rowids) == 0:
+            return None
+        embedder = self._embedders.for_space(vectors.space)
         if embedder is None:
             # Vectors from another space would rank at random; lexical and exact still work.
             _log.warning(
                 "dense search skipped for tenant %s: %s",
                 notes.tenant,
-                VectorSpaceMismatchError(notes.tenant, str(space), self._embedders.primary.name),
+                VectorSpaceMismatchError(notes.tenant, str(vectors.space), self._embedders.primary.name),
             )
-            return None
-        vectors = notes.vectors()
-        if vectors is None or len(vectors.rowids) == 0:
             return None
 
         def dense() -> dict[int, float]:

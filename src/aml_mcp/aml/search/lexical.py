@@ -106,6 +106,20 @@ class TermCounts(Protocol):
     def document_frequencies(self, terms: Sequence[str]) -> TermStatistics | None: ...
 
 
+class CountedOnce:
+    """A search's term counts, asked of the bank once: `match_expression` and `all_terms_expression`
+    ask for the same words, and on the shared store every question is a round trip."""
+
+    def __init__(self, notes: TermCounts) -> None:
+        self._notes = notes
+        self._asked: tuple[tuple[str, ...], TermStatistics | None] | None = None
+
+    def document_frequencies(self, terms: Sequence[str]) -> TermStatistics | None:
+        if self._asked is None or self._asked[0] != tuple(terms):
+            self._asked = (tuple(terms), self._notes.document_frequencies(terms))
+        return self._asked[1]
+
+
 def lexical_terms(query: str) -> list[str]:
     """The query's content words, lower-cased, deduplicated, bounded in number.
 

@@ -37,7 +37,14 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from aml_mcp.aml.notes.model import CaseNote, LexicalHit, NoteFilter, TenantVectors, TermStatistics
+from aml_mcp.aml.notes.model import (
+    CaseNote,
+    LexicalHalf,
+    LexicalHit,
+    NoteFilter,
+    TenantVectors,
+    TermStatistics,
+)
 
 LEXICAL_EXPRESSION = re.compile(r'^"([^\W_]+)"(?:( OR | AND )"[^\W_]+")*$')
 """The lexical expressions a notes store takes (what `search.lexical` builds): double-quoted words
@@ -97,6 +104,13 @@ class TenantNoteAccess(Protocol):
     def matching(self, match: str, where: NoteFilter, limit: int) -> list[int]: ...
 
     def identifier_matches(self, values: Sequence[str], where: NoteFilter) -> dict[int, list[str]]: ...
+
+    def lexical_half(
+        self, match: str | None, every: str | None, identifiers: Sequence[str], where: NoteFilter, limit: int
+    ) -> LexicalHalf:
+        """`lexical(match)`, `matching(every)` (each skipped when None) and `identifier_matches`, as
+        one request: what the search engine asks, in one round trip where the store is remote."""
+        ...
 
     def get(self, rowids: Sequence[int]) -> dict[int, CaseNote]: ...
 

@@ -37,6 +37,7 @@ from aml_mcp.aml.notes.cache import GenerationCache
 from aml_mcp.aml.notes.model import (
     STORED_COLUMNS,
     CaseNote,
+    LexicalHalf,
     LexicalHit,
     NoteFilter,
     NotesDamagedError,
@@ -111,30 +112,9 @@ def _fts_table(tenant_id: int) -> str:
 
 
 def _filter(where: NoteFilter) -> tuple[str, list[object]]:
-    """`where` as a SQL fragment (starting with `AND`, or empty) over table alias `n`, and its
-    parameters."""
-    clauses: list[str] = []
-    params: list[object] = []
-    if where.date_from_ts is not None:
-        clauses.append("n.created_ts >= ?")
-        params.append(where.date_from_ts)
-    if where.date_to_ts is not None:
-        clauses.append("n.created_ts <= ?")
-        params.append(where.date_to_ts)
-    # A value no store can hold equals no stored value: the filter matches nothing (and a NUL
-    # would end the LIKE pattern early, so that it matched every note).
-    if where.case_id is not None and not storable(where.case_id):
-        clauses.append("0")
-    elif where.case_id is not None:
-        clauses.append("n.case_id = ?")
-        params.append(where.case_id)
-    if where.typology is not None and not storable(where.typology):
-        clauses.append("0")
-    elif where.typology is not None:
-        clauses.append("n.typologies LIKE ? ESCAPE '\\'")
-        escaped = where.typology.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        params.append(f"%|{escaped}|%")
-    return "".join(f" AND {c}" for c in clauses), params
+    """`where` as a SQL fragment over table alias `n` (starting with ` AND `, or empty), and its
+    parameters (`instr`, not `LIKE`, so that no typology is read as a pattern)."""
+    return where.sql("?", "instr(n.typologies, ?) > 0")
 
 
 class _NotesFile:
@@ -529,6 +509,15 @@ class SqliteTenantNotes:
             rows = conn.execute(sql, [tenant_id, tenant_id, *values, *params]).fetchall()
         return identifier_hits(rows)
 
+    def lexical_half(
+        self, match: str | None, every: str | None, identifiers: Sequence[str], where: NoteFilter, limit: int
+    ) -> LexicalHalf:
+        return LexicalHalf(
+            [] if match is None else self.lexical(match, where, limit),
+            [] if every is None else self.matching(every, where, limit),
+            self.identifier_matches(identifiers, where),
+        )
+
     def get(self, rowids: Sequence[int]) -> dict[int, CaseNote]:
         """The notes with these row ids that belong to this tenant."""
         if not rowids:
@@ -559,13 +548,17 @@ class SqliteTenantNotes:
                 return None
             tenant_id, generation = state
 
-            def load() -> tuple[int, list[VectorRow]]:
+            def load() -> tuple[int, str | None, list[VectorRow]]:
+                space = conn.execute(
+                    "SELECT space FROM tenant_vector_spaces WHERE tenant_id = ?", (tenant_id,)
+                )
                 rows = conn.execute(
                     "SELECT rowid, embedding, created_ts, case_id, typologies FROM notes "
                     "WHERE tenant_id = ? ORDER BY rowid",
                     (tenant_id,),
                 ).fetchall()
-                return generation, rows  # the lock is held: nothing was written since
+                found = space.fetchone()  # the lock is held: nothing was written since
+                return generation, None if found is None else str(found[0]), rows
 
             return self._cache.vectors(tenant_id, generation, load)
 
