@@ -1,8 +1,8 @@
 """Every notes-store behaviour the search, case work, evaluation and ingest rely on, on SQLite and
 on PostgreSQL alike; then what only the shared store has (replicas, the first-load lock).
 
-Lexical scores are not compared across backends (FTS5 ranks by BM25, PostgreSQL by `ts_rank_cd`):
-only which notes match, and that the note holding a query's rare word ranks first.
+Both rank the lexical half by BM25; that their scores agree is `test_note_store_bm25.py`'s. Here:
+which notes match, and that the note holding a query's rare word ranks first.
 """
 
 from __future__ import annotations
