@@ -234,14 +234,16 @@ def test_each_simulation_lights_the_check_that_refused_it_beside_its_audit_recor
 
     page.locator("#simulation-buttons button[data-case=other_bank]").click()
     panel = page.locator("#simulation-results article[data-case=other_bank]").first
-    # Every check passes (the gate's allow beside the scope check); the handler answers as for an id
-    # that never existed: nothing tells another bank the task exists.
+    # Every check passes; the handler answers as for an id that never existed: nothing tells another
+    # bank the task exists. Its refusal is the request's one audit record (no allow beside the gate).
     refused = panel.locator("[data-lit=refused]")
     expect(refused).to_have_attribute("data-step", "handler")
     expect(refused.locator(".http-status")).to_have_text("400")
     expect(refused).to_contain_text("-32602: Task not found")
     expect(refused.locator(".audit-record[data-decision=deny][data-reason=not_found]")).to_have_count(1)
-    expect(panel.locator("[data-step=scope] .audit-record[data-decision=allow]")).to_have_count(1)
+    flawed = panel.locator("[data-side=flawed]")
+    expect(flawed.locator("[data-step=scope]")).to_have_attribute("data-outcome", "passed")
+    expect(flawed.locator(".audit-record[data-decision=allow]")).to_have_count(0)
     expect(panel.locator("[data-side=valid]")).not_to_contain_text("Task not found")
     # Only the newest case stays open.
     expect(page.locator("#simulation-results details.simulation[open]")).to_have_count(1)

@@ -207,8 +207,9 @@ def test_another_bank_reading_your_task_is_told_it_does_not_exist(server: Secure
     assert outcome["status"] == 400  # -32602, as for any unknown id
     assert outcome["message"]["error"] == {"code": -32602, "message": "Task not found"}
     assert outcome["request"]["method"] == "tasks/get"
-    # The gate let the lookup through (it needs no scope for an unknown id); the handler refused it.
-    assert [event["decision"] for event in outcome["audit"]] == ["allow", "deny"]
+    # The gate let the lookup through (it needs no scope for an unknown id); the handler refused it,
+    # and its refusal is the request's one record (the gate's allow waits for it and gives way).
+    assert [(event["decision"], event["reason"]) for event in outcome["audit"]] == [("deny", "not_found")]
     assert {event["tenant"] for event in outcome["audit"]} == {"aml-mcp-simulated-bank"}
     assert all(event["subject"].startswith("urn:aml-mcp:simulated:") for event in outcome["audit"])
 

@@ -36,6 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
+from aml_mcp.audit.decisions import admitted
 from aml_mcp.audit.trace import trace_id_of
 from aml_mcp.auth.challenge import Challenges
 from aml_mcp.auth.claims import UnsafeIdentity, check_identity
@@ -313,7 +314,9 @@ class BearerAdmission:
                 "simulated_token",
                 principal,
             )
-        self.record(
+        # One record per request: a `tasks/*` handler's own decision takes this allow's place.
+        admitted(
+            self.record,
             AuditEvent.about(
                 principal,
                 decision=Decision.ALLOW,
@@ -321,6 +324,6 @@ class BearerAdmission:
                 method=method,
                 target=target,
                 detail={"trace_id": trace_id} if trace_id else None,
-            )
+            ),
         )
         return principal

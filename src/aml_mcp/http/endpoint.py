@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
+from aml_mcp.audit.decisions import deciding
 from aml_mcp.http.responses import (
     jsonrpc_error,
     request_id_of,
@@ -115,6 +116,15 @@ class McpEndpoint:
         self.record = audit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.record is None:
+            await self._serve(scope, receive, send)
+            return
+        # One audit record per request: an allow the gate holds for a handler that decides the
+        # request itself is written here if that handler is never reached (`audit.decisions`).
+        with deciding(self.record):
+            await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         # RFC 9110 §5.5: optional whitespace around a field value is not part of it. h11 strips it,
         # httptools (uvicorn's faster parser) does not, and the SDK compares `Mcp-*` values verbatim.
         scope["headers"] = [(name, value.strip(b" \t")) for name, value in scope["headers"]]

@@ -8,8 +8,9 @@ id and owner in one query, and unknown, foreign and expired ids all get the same
 the same message (an id that cannot be a task id — too long, or not valid Unicode — is never
 looked up and gets that same answer). The scope check happened earlier, at the HTTP gate, by the
 rule these handlers hand the composition root (`TaskHandlers.scope_rules`). Every decision is
-audited. `tasks/list` and `tasks/result` are deliberately not registered: the SDK answers them
--32601.
+audited, once per request: the gate's allow of a `tasks/*` request waits for the handler's record,
+which takes its place (`audit.decisions`). `tasks/list` and `tasks/result` are deliberately not
+registered: the SDK answers them -32601.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mcp_types import HEADER_MISMATCH
 from pydantic import ConfigDict, Field
 
 from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
+from aml_mcp.audit.decisions import decided
 from aml_mcp.catalog.tools import ToolSpec
 from aml_mcp.http.wellformed import escaped
 from aml_mcp.principal import Principal
@@ -94,7 +96,8 @@ class TaskHandlers:
         """One decision about a task: the trail keeps only a prefix of the id (`task_reference`),
         escaped, since the id is whatever the client sent."""
         reference = task_reference(task_id)
-        self._record(
+        decided(
+            self._record,
             AuditEvent.about(
                 principal,
                 decision=decision,
@@ -102,7 +105,7 @@ class TaskHandlers:
                 method=method,
                 target=escaped(reference) if reference is not None else None,
                 detail={"tool": tool} if tool else None,
-            )
+            ),
         )
 
     def register(self, server: Server[Any]) -> None:
