@@ -91,18 +91,26 @@ async def test_a_status_change_notifies_ids_only_and_at_commit(pg: PostgresDatab
     await store.create(task)
     listener = await _listener(pg)
     try:
+        intent = Change(cancel_requested=True, touch=False)
+        assert await store.transition(task.task_id, task.owner, expected_version=1, change=intent, now_ms=NOW)
+        assert await _drain(listener, 0.3) == [], "bookkeeping nobody sees is not announced"
         assert await store.transition(
-            task.task_id, task.owner, expected_version=1, change=Change(status_message="50%"), now_ms=NOW
+            task.task_id, task.owner, expected_version=2, change=Change(status_message="50%"), now_ms=NOW
         )
-        assert await _drain(listener, 0.3) == [], "progress alone is not a status change"
+        [progress] = await _drain(listener, 1.0)  # progress is: listen streams carry it
         done = Change(status=TaskStatus.COMPLETED, result={"content": [{"type": "text", "text": "SECRET"}]})
-        assert await store.transition(task.task_id, task.owner, expected_version=2, change=done, now_ms=NOW)
+        assert await store.transition(task.task_id, task.owner, expected_version=3, change=done, now_ms=NOW)
         [payload] = await _drain(listener, 1.0)
     finally:
         await listener.close()
     body = json.loads(payload)
     who = task.owner
-    assert body == {"id": task.task_id, "v": 3, "o": [who.issuer, who.subject, who.tenant, who.client_id]}
+    assert json.loads(progress) == {
+        "id": task.task_id,
+        "v": 3,
+        "o": [who.issuer, who.subject, who.tenant, who.client_id],
+    }
+    assert body == {"id": task.task_id, "v": 4, "o": [who.issuer, who.subject, who.tenant, who.client_id]}
     assert "SECRET" not in payload
 
 

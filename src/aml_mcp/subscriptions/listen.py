@@ -276,7 +276,7 @@ class ListenHandler:
         meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
 
         async def emit(method: str, body: Mapping[str, Any]) -> None:
-            notification = _Notification(method=method, params={**body, "_meta": meta})
+            notification = _Notification(method=method, params={**body, "_meta": _with_meta(body, meta)})
             await ctx.session.send_notification(cast(Any, notification), related_request_id=subscription_id)
 
         send, receive = anyio.create_memory_object_stream[Event](self._queue_size)
@@ -402,5 +402,15 @@ class ListenHandler:
 
 
 def _task_params(state: Mapping[str, Any]) -> dict[str, Any]:
-    """`notifications/tasks` carries the detailed task; `resultType` belongs to results, not notifications."""
-    return {key: value for key, value in state.items() if key not in ("resultType", "_meta")}
+    """`notifications/tasks` carries the detailed task; `resultType` belongs to results, not notifications.
+
+    The task's own `_meta` (its structured progress, `aml-mcp/progress`) is kept: `emit` adds the
+    stream's subscription id beside it."""
+    return {key: value for key, value in state.items() if key != "resultType"}
+
+
+def _with_meta(body: Mapping[str, Any], stream_meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The `_meta` of a notification: what the body carries (a task's progress), then the stream's
+    own keys, which always win (a task can never name another subscription)."""
+    own = body.get("_meta")
+    return {**(own if isinstance(own, Mapping) else {}), **stream_meta}

@@ -17,7 +17,7 @@ from types import TracebackType
 
 import anyio
 
-from aml_mcp.tasks.model import Outcome, TaskRecord
+from aml_mcp.tasks.model import Outcome, Progress, TaskRecord
 from aml_mcp.tasks.scheduler import FairScheduler, Share
 
 
@@ -75,6 +75,9 @@ class Job:
         """Set once identical jobs following this one's run may stop waiting for it."""
         self.shared: Outcome | None = None
         """Its run's outcome when followers may take it: completed, with no answer asked for."""
+        self.progress: Progress | None = None
+        """The structured progress the body reported last and the throttle had not written yet when
+        it ended: written with the outcome."""
 
     def share(self, outcome: Outcome | None) -> None:
         """Followers take `outcome`, or (`None`) run themselves; only the first call counts."""

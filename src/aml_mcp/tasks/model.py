@@ -79,6 +79,62 @@ def new_task_id() -> str:
             return task_id
 
 
+PROGRESS_META_KEY = "aml-mcp/progress"
+"""Where a task's structured progress travels, in its `_meta`: `{"done": n, "total": m}`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a task's body got: `done` of `total` (`None` when the body cannot tell).
+
+    Advisory and monotonic in nothing: a body may count cases, then queries. Both are finite
+    numbers, never negative (`progress_of` builds one from what a body reported)."""
+
+    done: float
+    total: float | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """`{"done": n, "total": m}` (`total` left out when unknown), integral values as integers."""
+        shown: dict[str, Any] = {"done": _number(self.done)}
+        if self.total is not None:
+            shown["total"] = _number(self.total)
+        return shown
+
+    @classmethod
+    def from_wire(cls, value: Any) -> Progress | None:
+        """The progress a stored document names, or `None` for anything else."""
+        if not isinstance(value, dict):
+            return None
+        return progress_of(value.get("done"), value.get("total"))
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+MAX_PROGRESS_VALUE = 1e15
+"""Larger counts are clipped: JSON readers lose integer precision past 2**53."""
+
+
+def progress_of(done: Any, total: Any = None) -> Progress | None:
+    """A `Progress` of what a body reported, or `None` when `done` is not a finite number: negative
+    values become 0, huge ones are clipped, and a `total` that is not a positive finite number is unknown."""
+
+    def finite(value: Any) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        number = float(value)
+        if number != number or number in (float("inf"), float("-inf")):
+            return None
+        return min(max(number, 0.0), MAX_PROGRESS_VALUE)
+
+    amount = finite(done)
+    if amount is None:
+        return None
+    whole = finite(total)
+    return Progress(amount, whole if whole else None)
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How a task ended: exactly one of `result` (completed) or `error` (failed), or neither (cancelled)."""
@@ -111,6 +167,9 @@ class TaskRecord:
     client_capabilities: dict[str, Any]
     status: TaskStatus
     status_message: str | None = None
+    progress: Progress | None = None
+    """The body's last structured progress (`_meta["aml-mcp/progress"]`), kept with the task so
+    every replica answers it."""
     input_requests: dict[str, Any] = field(default_factory=dict)
     """Outstanding server-to-client requests, by key."""
     input_responses: dict[str, Any] = field(default_factory=dict)

@@ -18,6 +18,10 @@ JSON-RPC error (`MCPError`) is `failed` with that error, any other exception is 
 internal error (its details stay in the server log), and a client's cancellation is `cancelled`.
 Each is one compare-and-set on an active row, so whatever lands first stays.
 
+A body's progress reports are written beside it, at most once per `progress_interval_ms` per task
+(`TaskContext`): the latest report wins, and one still waiting when the body ends is written with the
+outcome.
+
 Storage failures never strand a task, and never fail one: a progress update that cannot be
 written is skipped (it is advisory); a body that dies of a storage failure — of any store it reads,
 on either backend (`store.faults.storage_fault`): the task store, the notes, a terminated PostgreSQL
@@ -52,7 +56,7 @@ from aml_mcp.store.faults import storage_fault
 from aml_mcp.store.outage import OutageLog
 from aml_mcp.tasks.clock import Clock
 from aml_mcp.tasks.job import Job, StopReason
-from aml_mcp.tasks.model import Outcome, TaskRecord, TaskStatus
+from aml_mcp.tasks.model import Outcome, Progress, TaskRecord, TaskStatus
 from aml_mcp.tasks.scheduler import FairScheduler
 from aml_mcp.tasks.service import CANCELLED_MESSAGE
 from aml_mcp.tasks.settings import TaskSettings
@@ -327,7 +331,22 @@ class TaskRunner:
             clock=self._clock,
             holder=self._holder,
             recheck_s=self._settings.heartbeat_ms / 1000,
+            progress_interval_s=self._settings.progress_interval_ms / 1000,
         )
+        # Progress is written beside the body, throttled; what the body reported last and was not
+        # written yet goes with the outcome (`_finish`), so the finished task shows where it ended.
+        async with anyio.create_task_group() as progress:
+            progress.start_soon(context.flush_progress)
+            try:
+                ended = await self._call_body(tool, task, context)
+            finally:
+                progress.cancel_scope.cancel()
+        job.progress = context.unwritten_progress()
+        return ended
+
+    async def _call_body(
+        self, tool: ToolSpec, task: TaskRecord, context: TaskContext
+    ) -> Outcome | Interrupted:
         try:
             produced = await tool.body(dict(task.arguments), context)
         except MCPError as exc:
@@ -350,7 +369,7 @@ class TaskRunner:
         delay = 0.05
         while True:
             try:
-                await self._finish(job.task, outcome, known=job.task)
+                await self._finish(job.task, outcome, known=job.task, progress=job.progress)
                 return
             except StorageUnavailable as exc:
                 if anyio.current_time() + delay > deadline:
@@ -387,10 +406,22 @@ class TaskRunner:
                 self._settings.lease_ms,
             )
 
-    async def _finish(self, task: TaskRecord, outcome: Outcome, *, known: TaskRecord | None = None) -> None:
-        """Record how the task ended; `known` (the runner's last view) saves a read if nobody else wrote."""
+    async def _finish(
+        self,
+        task: TaskRecord,
+        outcome: Outcome,
+        *,
+        known: TaskRecord | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        """Record how the task ended; `known` (the runner's last view) saves a read if nobody else wrote.
+        `progress`, the body's last structured progress not written yet, is written with it."""
         change = Change(
-            status=outcome.status, status_message=outcome.message, result=outcome.result, error=outcome.error
+            status=outcome.status,
+            status_message=outcome.message,
+            result=outcome.result,
+            error=outcome.error,
+            progress=progress,
         )
         await apply_change(
             self._store,

@@ -64,6 +64,11 @@ class TaskSettings(BaseModel):
     identical one is queued or running, take that run's result instead of running again (forty
     identical evaluations cost one run; the result reflects the data when that run started). If
     the shared run fails, is cancelled or asks for input, the waiting tasks run themselves."""
+    progress_interval_ms: int = Field(default=250, ge=10, le=60_000)
+    """Most often a running task's progress is written (at most one write per task per interval): a body
+    may report progress at any rate, the latest report wins and is written when the interval since
+    the last write has passed; each write is pushed to listen streams (`notifications/tasks`) and
+    shown by `tasks/get`. A report still waiting when the body ends is kept with the task's outcome."""
     max_input_responses_bytes: int = Field(default=65_536, gt=0)
     """Most bytes (as stored JSON) of the answers kept with one task, whether gathered before it
     was created or delivered by `tasks/update`; more is refused with -32602."""

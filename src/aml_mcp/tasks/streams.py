@@ -1,10 +1,10 @@
 """Tasks as listen streams see them: which ids a caller may follow, and a change feed for the bus.
 
-`PublishingTaskStore` wraps any `TaskStore`: after a committed change of status (or of the
-input requests an `input_required` task shows), it publishes the task's complete state — what
-`tasks/get` would answer at that moment — with its owner and scope, so each stream can check the
-event against its own credential before sending it. Status messages alone (progress) are not
-status changes and are not pushed: listen streams never carry progress.
+`PublishingTaskStore` wraps any `TaskStore`: after a committed change a client can see — of status,
+of the input requests an `input_required` task shows, or of progress (the status message and
+`_meta["aml-mcp/progress"]`, which the runner writes at most every `tasks.progress_interval_ms`) — it
+publishes the task's complete state — what `tasks/get` would answer at that moment — with its owner
+and scope, so each stream can check the event against its own credential before sending it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def changed_event(task: TaskRecord, poll_interval_ms: int) -> TaskChanged:
 
 
 class PublishingTaskStore:
-    """A `TaskStore` that tells the event bus about every committed status change."""
+    """A `TaskStore` that tells the event bus about every committed change a client can see."""
 
     def __init__(self, inner: TaskStore, bus: EventBus, clock: Clock, poll_interval_ms: int) -> None:
         self._inner = inner
@@ -71,7 +71,7 @@ class PublishingTaskStore:
             holder=holder,
             lease_free=lease_free,
         )
-        if updated is not None and (change.status is not None or change.input_requests is not None):
+        if updated is not None and change.visible:
             self._bus.publish(changed_event(updated, self._poll_interval_ms))
         return updated
 

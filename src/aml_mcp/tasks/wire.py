@@ -1,5 +1,9 @@
 """The shapes clients see: the flat `CreateTaskResult`, the detailed task of `tasks/get`, the acks.
 
+Structured progress, once a body reported some, rides in the task's `_meta` as
+`"aml-mcp/progress": {"done": n, "total": m}` (`total` left out when the body cannot tell), in the
+create answer, `tasks/get` and `notifications/tasks` alike.
+
 Only what the status calls for is shown: `inputRequests` (outstanding keys only) while waiting
 for input, `result` once completed, `error` once failed. Internal fields (owner, lease, arguments,
 version) never leave the server.
@@ -10,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from aml_mcp.tasks.model import TaskRecord, TaskStatus
+from aml_mcp.tasks.model import PROGRESS_META_KEY, TaskRecord, TaskStatus
 
 
 def iso(epoch_ms: int) -> str:
@@ -31,6 +35,8 @@ def _task_fields(task: TaskRecord, poll_interval_ms: int) -> dict[str, Any]:
     }
     if task.status_message is not None:
         fields["statusMessage"] = task.status_message
+    if task.progress is not None:
+        fields["_meta"] = {PROGRESS_META_KEY: task.progress.wire()}
     return fields
 
 

@@ -42,7 +42,16 @@ from aml_mcp.principal import Principal
 
 K = 10
 MAX_LISTED_FAILURES = 50
+PROGRESS_STEPS = 20
+"""Progress reports per phase (drafting, grading) at least, however fast the machine: a slice takes
+at most this share of a phase's work, so the steps do not depend on how much fits in a time slice
+(the task runner throttles what reaches the store)."""
 Progress = Callable[[float, float, str], Awaitable[None]]
+
+
+def step_size(total: int, steps: int = PROGRESS_STEPS) -> int:
+    """The most jobs of `total` one slice takes so that a phase reports at least `steps` times."""
+    return max(1, total // steps)
 
 
 class NothingToEvaluate(Exception):
@@ -116,6 +125,7 @@ class Evaluator:
         if not case_ids:
             raise NothingToEvaluate
         total = len(case_ids)
+        per_slice = step_size(total)
         tally = _Tally()
 
         def prepare(case_id: str) -> tuple[CaseFile, AnalystFacts] | None:
@@ -126,7 +136,7 @@ class Evaluator:
             return case, {}
 
         def run_slice(jobs: Sequence[str], deadline: float) -> tuple[int, list[_Verdict | None]]:
-            consumed, outcomes = self._casework.draft_slice(tenant, jobs, prepare, deadline)
+            consumed, outcomes = self._casework.draft_slice(tenant, jobs[:per_slice], prepare, deadline)
             return consumed, [
                 None if checked is None else _Verdict(case_id, tuple(checked.failed))
                 for case_id, checked in outcomes
@@ -142,6 +152,7 @@ class Evaluator:
         dataset = combine(tally.digests)
         code_checks = _code_checks(outcomes)
 
+        await progress(total, total, f"checked {total} drafts; reading the labelled queries")
         labels = await anyio.to_thread.run_sync(
             self._labels.for_tenant, tenant, tally.notes, dataset, abandon_on_cancel=True
         )
@@ -158,6 +169,8 @@ class Evaluator:
         digest = hashlib.sha256(
             (dataset + json.dumps(figures, sort_keys=True, separators=(",", ":"))).encode()
         ).hexdigest()
+        last = retrieval["queries"] or total  # the bar stays full where the last phase left it
+        await progress(last, last, "comparing with the baseline")
         reference = await self._baselines.latest(tenant)
         saved = await self._baselines.save(principal, digest, figures) if save_as_baseline else None
         return {
@@ -187,10 +200,11 @@ class Evaluator:
         view = self._store.tenant(tenant)
         queries = labels.queries
         total = len(queries)
+        per_slice = step_size(total)
 
         def run_slice(jobs: Sequence[LabelledQuery], deadline: float) -> tuple[int, list[_Graded]]:
             graded: list[_Graded] = []
-            for query in jobs:
+            for query in jobs[:per_slice]:
                 ranked = searcher.rank_ids(view, SearchRequest(query=query.text, top_k=K))
                 graded.append(
                     _Graded(
@@ -206,6 +220,7 @@ class Evaluator:
         async def searched(done: int) -> None:
             await progress(done, total, f"graded {done}/{total} labelled queries")
 
+        await progress(0, total, f"grading search on {total} labelled queries")
         graded = await in_slices(queries, run_slice, slice_s=self._slice_s, after_slice=searched)
         kinds = sorted({g.kind for g in graded})
         return {

@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 from aml_mcp.principal import Owner
 from aml_mcp.store.faults import StorageFault
 from aml_mcp.store.text import storable, unicode_text
-from aml_mcp.tasks.model import TaskRecord, TaskStatus
+from aml_mcp.tasks.model import Progress, TaskRecord, TaskStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,12 +44,24 @@ class Change:
 
     status: TaskStatus | None = None
     status_message: str | None = None
+    progress: Progress | None = None
     input_requests: Mapping[str, Any] | None = None
     input_responses: Mapping[str, Any] | None = None
     result: Mapping[str, Any] | None = None
     error: Mapping[str, Any] | None = None
     cancel_requested: bool | None = None
     touch: bool = True
+
+    @property
+    def visible(self) -> bool:
+        """Whether listen streams hear of it: a new status, what an `input_required` task asks, or
+        progress (status message or structured) — everything `tasks/get` shows but the bookkeeping."""
+        return (
+            self.status is not None
+            or self.input_requests is not None
+            or self.status_message is not None
+            or self.progress is not None
+        )
 
 
 class UnstorableTask(ValueError):
@@ -271,7 +283,7 @@ COLUMNS = (
     "task_id, owner_issuer, owner_subject, owner_tenant, owner_client_id, tool, required_scope,"
     " arguments, client_capabilities, status, status_message, input_requests, input_responses,"
     " result, error, cancel_requested, created_at, updated_at, ttl_ms, expires_at, version,"
-    " lease_holder, lease_expires_at, attempts, handovers"
+    " lease_holder, lease_expires_at, attempts, handovers, progress"
 )
 """Every column, in the order `record_of` reads them (`SELECT {COLUMNS}`, `RETURNING {COLUMNS}`)."""
 
@@ -310,6 +322,7 @@ def record_of(row: Sequence[Any], *, owner: Owner, status_message: str | None) -
         lease_expires_at,
         attempts,
         handovers,
+        progress,
     ) = row
     return TaskRecord(
         task_id=task_id,
@@ -320,6 +333,7 @@ def record_of(row: Sequence[Any], *, owner: Owner, status_message: str | None) -
         client_capabilities=load_json(capabilities),
         status=TaskStatus(status),
         status_message=status_message,
+        progress=Progress.from_wire(json.loads(progress)) if progress is not None else None,
         input_requests=load_json(requests),
         input_responses=load_json(responses),
         result=json.loads(result) if result is not None else None,
@@ -389,6 +403,11 @@ class Dialect:
         return (idempotency_key, *(self.owner(value) for value in fields))
 
 
+def progress_text(progress: Progress | None) -> str | None:
+    """The `progress` column (compact JSON of numbers, the same on both stores), or `None`."""
+    return None if progress is None else json_text(progress.wire())
+
+
 def task_row(task: TaskRecord, dialect: Dialect) -> tuple[Any, ...]:
     """A new task's values in `COLUMNS` order, as `dialect`'s columns keep them; `UnstorableTask`
     (before anything is sent) when a store could not keep it as written."""
@@ -420,6 +439,7 @@ def task_row(task: TaskRecord, dialect: Dialect) -> tuple[Any, ...]:
         task.lease_expires_at,
         task.attempts,
         task.handovers,
+        progress_text(task.progress),
     )
 
 
@@ -435,6 +455,7 @@ def change_assignments(change: Change, now_ms: int, dialect: Dialect) -> tuple[s
     for column, value in (
         ("status", change.status.value if change.status is not None else None),
         ("status_message", dialect.message(change.status_message)),
+        ("progress", progress_text(change.progress)),
         ("input_requests", json_text(change.input_requests)),
         ("input_responses", json_text(change.input_responses)),
         ("result", json_text(change.result)),

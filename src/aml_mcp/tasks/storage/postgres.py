@@ -19,10 +19,12 @@ once:
 - `claim` selects in a `MATERIALIZED` CTE with `FOR UPDATE SKIP LOCKED`, then updates the rows it
   locked. The `IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` form may run its subquery more than
   once and claim more than `n` rows; the materialized CTE runs exactly once.
-- Every status change (and every change of an `input_required` task's requests) sends
-  `NOTIFY aml_task_events` inside the same transaction, so a notification exists if and only if its
-  change committed. The payload is ids only (task id, version, owner fields): results can be larger
-  than NOTIFY's 8,000 bytes, and any role that may LISTEN reads every payload.
+- Every status change (and every change of an `input_required` task's requests, and every
+  progress write: status message or structured progress, at most a few a second per task, the
+  runner throttles them) sends `NOTIFY aml_task_events` inside the same transaction, so a
+  notification exists if and only if its change committed. The payload is ids only (task id,
+  version, owner fields): results can be larger than NOTIFY's 8,000 bytes, and any role that may
+  LISTEN reads every payload.
 - Times are the caller's `now_ms`, as in the protocol. Processes on PostgreSQL read their time from
   `DatabaseClock` (the database's `clock_timestamp()` plus the monotonic time since the last
   reading), so every process compares leases and expiry on one clock, and tests still move time.
@@ -178,6 +180,12 @@ MIGRATIONS: list[str] = [
         RETURN NEW;
     END;
     $$;
+    """,
+    # A body's structured progress (`_meta["aml-mcp/progress"]`: done, total) is kept with its task,
+    # so every replica answers it; compact JSON of two numbers, changed like the status message
+    # (only while the task is active: the guard keeps a terminal row as it is).
+    """
+    ALTER TABLE tasks ADD COLUMN progress TEXT;
     """,
 ]
 
@@ -425,7 +433,7 @@ class PostgresTaskStore:
         params: list[Any] = [*values, *args]
         # Notifications are part of the transition's own statement: sent at commit, or never.
         notices: list[str] = []
-        if change.status is not None or change.input_requests is not None:
+        if change.visible:  # a status, an input request or progress: what listen streams carry
             notices.append("pg_notify(%s, %s)")
             params += [self._db.channel(CHANNEL), notification_payload(task_id, expected_version + 1, owner)]
         if change.cancel_requested or change.input_responses is not None:

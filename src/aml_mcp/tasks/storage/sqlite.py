@@ -129,6 +129,12 @@ MIGRATIONS: list[str] = [
         SELECT RAISE(ABORT, 'a task''s idempotency key never changes');
     END;
     """,
+    # A body's structured progress (`_meta["aml-mcp/progress"]`: done, total) is kept with its task,
+    # so every replica answers it; compact JSON of two numbers, changed like the status message
+    # (only while the task is active: the trigger keeps a terminal row as it is).
+    """
+    ALTER TABLE tasks ADD COLUMN progress TEXT;
+    """,
 ]
 
 MIGRATION = Migration(COMPONENT, MIGRATIONS)
