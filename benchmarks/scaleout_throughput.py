@@ -1,138 +1,385 @@
-"""Scale-out throughput: creates/s and `tasks/get`/s with 1 and with 3 API replicas behind HAProxy on
-one PostgreSQL, and the embedded SQLite single process, in the same run, as ratios.
+"""Durable task creates and `tasks/get` on SQLite and on PostgreSQL, in one run, as ratios.
 
-    .venv/bin/python benchmarks/scaleout_throughput.py [--duration 5] [--connections 16]
+    .venv/bin/python benchmarks/scaleout_throughput.py [--rounds 3] [--duration 4]
         [--database-url postgresql://postgres@127.0.0.1:5432/test]
 
-The three set-ups serve the conformance fixtures (authentication off), and the task is
-`slow_compute` with `seconds: 0`:
+Four set-ups serve the conformance fixtures with authentication on (the development issuer; one
+token per caller) and are all up at once; the task is `slow_compute` with `seconds: 0`:
 
-- `sqlite`: one `aml-mcp conformance-server` on its data dir, requests straight to it;
-- `pg x1`: `aml-mcp cluster`'s code with one API replica and one worker, requests through HAProxy;
-- `pg x3`: the same with three API replicas.
+- `sqlite`: one `aml-mcp conformance-server` on its data dir (role all), requests straight to it;
+- `pg 1+1`: HAProxy, one API replica (`--role api`) and one worker on PostgreSQL;
+- `pg own x1`: HAProxy and one replica that runs the tasks it creates (`--role all`), no worker;
+- `pg own x3`: the same with three such replicas.
 
-Nothing is pinned: the replicas, the worker, HAProxy, PostgreSQL and this load generator share the
-machine's cores, as a cluster on one host does. On the 2-core machine the replicas compete for the
-same two cores, so the x3 / x1 ratio says what the balancer and the extra processes cost or gain
-here, not what three hosts would do. Compare the rows of one run with each other only.
+Each round runs every workload — `create` and `get`, at c=1 and c=16 connections, with every
+request from one caller of one tenant or spread over callers of 16 tenants — on every set-up, the
+set-ups' order rotating from round to round, so a shared machine's load falls on all alike. For each
+run it prints answers/s, p50 and p99, and the CPU per answer of our processes (replicas, workers,
+HAProxy) and of the PostgreSQL backends serving them (found through their sockets). The summary
+gives, per workload, the median over the rounds of each round's ratio against `sqlite` (and of
+`pg own x3` against `pg own x1`), with the range.
+
+Nothing is pinned: on one 2-core host the replicas, the worker, HAProxy, PostgreSQL and this load
+generator share the cores; compare rows of one run only.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import secrets
 import statistics
+import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import psycopg
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from aml_mcp.cli.cluster import running_cluster  # noqa: E402
-from loadgen import RunResult, run_load, spawn_server  # noqa: E402
-from tasks_http import workload_requests  # noqa: E402
+from loadgen import build_request, process_cpu_seconds, run_load, spawn_server  # noqa: E402
+from tasks_http import call_body, get_body, headers  # noqa: E402
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
-SETUPS = ("sqlite", "pg x1", "pg x3")
+SETUPS = ("sqlite", "pg 1+1", "pg own x1", "pg own x3")
+TENANTS = 16
 SERVER_ENV = {
     "AML_MCP_LOG_LEVEL": "warning",
-    # One anonymous caller makes every task: the per-caller quota of unfinished tasks would refuse
-    # creates whenever the worker falls behind, and refusals are not what is measured.
+    # The quotas would refuse creates whenever the runner falls behind; refusals are not measured.
     "AML_MCP_TASKS__MAX_ACTIVE_PER_PRINCIPAL": "1000000",
     "AML_MCP_TASKS__MAX_ACTIVE_PER_TENANT": "1000000",
-    # Nor may the per-principal create window (finished tasks count) cut the create runs short.
     "AML_MCP_TASKS__MAX_CREATED_PER_PRINCIPAL_PER_WINDOW": "1000000000",
 }
+CONFIG = "[auth]\nenabled = true\n"
+"""Authentication on, the development issuer trusted: every request carries a caller's token, as in
+production (the gate, the audit trail and the per-tenant quota paths all run)."""
 
 
-@contextmanager
-def sqlite_server(work: Path) -> Iterator[tuple[int, int]]:
-    """(port, pid) of one conformance server on SQLite in `work` (the embedded default)."""
-    os.environ.update(SERVER_ENV)
+@dataclass
+class Setup:
+    """A running set-up: where to send requests, whose CPU to count, how to mint its tokens."""
+
+    name: str
+    port: int
+    pids: list[int]
+    mint: Callable[[str, str], str]
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def token(self, tenant: str) -> str:
+        if tenant not in self.tokens:
+            self.tokens[tenant] = self.mint(tenant, f"analyst-{tenant}")
+        return self.tokens[tenant]
+
+
+def _mint(args: Sequence[str], env: dict[str, str]) -> Callable[[str, str], str]:
+    """`aml-mcp token` with `args`, for a tenant and a subject (the process reads the issuer's key)."""
+
+    def mint(tenant: str, subject: str) -> str:
+        command = [sys.executable, "-m", "aml_mcp", "token", *args, "--tenant", tenant, "--subject", subject]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=60)
+        return done.stdout.strip()
+
+    return mint
+
+
+@contextlib.contextmanager
+def sqlite_server(work: Path, config: Path) -> Iterator[Setup]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AML_MCP_DATABASE")} | SERVER_ENV
+    data = work / "sqlite"
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
     try:
         proc, port = spawn_server(
-            [sys.executable, "-m", "aml_mcp", "conformance-server", "--data-dir", str(work)], "sqlite"
+            [
+                sys.executable,
+                "-m",
+                "aml_mcp",
+                "conformance-server",
+                "--config",
+                str(config),
+                "--data-dir",
+                str(data),
+            ],
+            "sqlite",
         )
     finally:
-        for name in SERVER_ENV:
-            os.environ.pop(name, None)
+        os.environ.clear()
+        os.environ.update(saved)
     try:
-        yield port, proc.pid
+        args = ["--config", str(config), "--data-dir", str(data), "--port", str(port)]
+        yield Setup("sqlite", port, [proc.pid], _mint(args, env))
     finally:
         proc.terminate()
         proc.wait(20)
 
 
-@contextmanager
-def cluster(replicas: int, database_url: str, schema: str) -> Iterator[tuple[int, int]]:
-    """(balancer port, HAProxy pid) of a cluster with `replicas` API replicas and one worker."""
+@contextlib.contextmanager
+def pg_cluster(name: str, replicas: int, workers: int, role: str, url: str, config: Path) -> Iterator[Setup]:
+    schema = f"bench_{secrets.token_hex(6)}"
     with running_cluster(
-        replicas=replicas, workers=1, database_url=database_url, schema=schema, env=SERVER_ENV
+        replicas=replicas,
+        workers=workers,
+        role=role,
+        database_url=url,
+        schema=schema,
+        env=SERVER_ENV,
+        config=config,
     ) as running:
         port = int(running.url.removesuffix("/mcp").rsplit(":", 1)[1])
-        yield port, running.haproxy.pid
+        pids = [
+            running.haproxy.pid,
+            *(proc.pid for _, proc in running.replicas),
+            *(p.pid for p in running.workers),
+        ]
+        env = dict(os.environ) | SERVER_ENV | {"AML_MCP_DATABASE_SCHEMA": schema}
+        args = ["--config", str(config), "--database-url", url, "--public-url", running.url]
+        try:
+            yield Setup(name, port, pids, _mint(args, env))
+        finally:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")  # a name made here: a-z, 0-9, _
 
 
-def measure(port: int, pid: int, workload: str, connections: int, duration: float) -> RunResult:
-    make, ok = workload_requests(port, workload)
-    return asyncio.run(
-        run_load("127.0.0.1", port, make, connections=connections, duration=duration, server_pid=pid, ok=ok)
-    )
+# -- CPU of the PostgreSQL backends serving a set-up --------------------------------------------------
 
 
-def answered(result: RunResult) -> float:
+def _socket_inodes(pid: int) -> set[str]:
+    found: set[str] = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    found.add(target[8:-1])
+    return found
+
+
+def _local_ports_to(remote_port: int, inodes: set[str]) -> set[int]:
+    """Local ports of this host's TCP connections to `remote_port` whose socket is one of `inodes`."""
+    ports: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                local, remote, inode = fields[1], fields[2], fields[9]
+                if int(remote.rsplit(":", 1)[1], 16) == remote_port and inode in inodes:
+                    ports.add(int(local.rsplit(":", 1)[1], 16))
+    return ports
+
+
+def backend_pids(url: str, pids: Sequence[int]) -> list[int]:
+    """The PostgreSQL backends whose client is one of `pids` (a server on this host)."""
+    inodes = set().union(*(_socket_inodes(pid) for pid in pids))
+    server_port = psycopg.conninfo.conninfo_to_dict(url).get("port") or 5432
+    ports = _local_ports_to(int(server_port), inodes)
+    if not ports:
+        return []
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE client_port = ANY(%s)", (list(ports),))
+        return [int(row[0]) for row in rows]
+
+
+def cpu_of(pids: Sequence[int]) -> dict[int, float]:
+    seconds: dict[int, float] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            seconds[pid] = process_cpu_seconds(pid)
+    return seconds
+
+
+# -- one run ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    answered: float
     """Successful answers per second (a refusal is fast and would flatter a set-up)."""
-    return (result.requests - result.errors) / result.seconds
+    p50_ms: float
+    p99_ms: float
+    ours_ms: float
+    """CPU of our processes per answer."""
+    database_ms: float
+    """CPU of the PostgreSQL backends serving them per answer (0 on SQLite)."""
+    errors: int
 
 
-def row(label: str, result: RunResult) -> str:
-    p50 = 1000 * statistics.median(result.latencies)
-    return (
-        f"{label:<16} {answered(result):8.0f} ok/s  p50 {p50:7.2f} ms"
-        f"  p99 {1000 * result.percentile(0.99):7.2f} ms  errors {result.errors}"
+def requests_for(
+    setup: Setup, workload: str, tenants: int
+) -> tuple[Callable[[int], bytes], Callable[[int, bytes], bool]]:
+    """Pre-encoded requests, the n-th from the caller of tenant n % `tenants`."""
+    names = [f"bank-{k:02d}" for k in range(tenants)]
+    auth = {name: {"Authorization": f"Bearer {setup.token(name)}"} for name in names}
+    if workload == "create":
+        encoded = [
+            build_request(
+                "127.0.0.1", setup.port, "/mcp", call_body(1), headers("tools/call", "slow_compute") | auth[n]
+            )
+            for n in names
+        ]
+        marker = b'"resultType":"task"'
+    else:
+        encoded = []
+        for name in names:
+            task_id = completed_task_as(setup, name)
+            encoded.append(
+                build_request(
+                    "127.0.0.1",
+                    setup.port,
+                    "/mcp",
+                    get_body(7, task_id),
+                    headers("tasks/get", task_id) | auth[name],
+                )
+            )
+        marker = b'"status":"completed"'
+
+    def ok(status: int, body: bytes) -> bool:
+        return status == 200 and marker in body.replace(b": ", b":")
+
+    return (lambda n: encoded[n % len(encoded)]), ok
+
+
+def completed_task_as(setup: Setup, tenant: str) -> str:
+    """A completed task of `tenant`'s caller, to read again and again."""
+    auth = {"Authorization": f"Bearer {setup.token(tenant)}"}
+    base = f"http://127.0.0.1:{setup.port}/mcp"
+    with httpx.Client(timeout=30) as http:
+        created = http.post(base, content=call_body(1), headers=headers("tools/call", "slow_compute") | auth)
+        task_id = str(_result(created)["taskId"])
+        for _ in range(500):
+            got = http.post(base, content=get_body(2, task_id), headers=headers("tasks/get", task_id) | auth)
+            if _result(got)["status"] == "completed":
+                return task_id
+            time.sleep(0.01)
+    raise RuntimeError(f"{setup.name}: the set-up task never completed")
+
+
+def _result(answer: httpx.Response) -> dict[str, object]:
+    if answer.status_code != 200:
+        raise RuntimeError(f"HTTP {answer.status_code}: {answer.text[:300]}")
+    text = answer.text
+    if text.startswith(("event:", "data:")):  # a stream's single message
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+    result = json.loads(text).get("result")
+    if not isinstance(result, dict):
+        raise RuntimeError(f"no result: {text[:300]}")
+    return result
+
+
+def measure(setup: Setup, workload: str, connections: int, tenants: int, duration: float, url: str) -> Run:
+    make, ok = requests_for(setup, workload, tenants)
+    backends = backend_pids(url, setup.pids) if setup.name != "sqlite" else []
+    ours_before, db_before = cpu_of(setup.pids), cpu_of(backends)
+    result = asyncio.run(
+        run_load(
+            "127.0.0.1",
+            setup.port,
+            make,
+            connections=connections,
+            duration=duration,
+            server_pid=setup.pids[0],
+            ok=ok,
+            warmup=0.0,
+        )
     )
+    ours_after, db_after = cpu_of(setup.pids), cpu_of(backends)
+    if setup.name != "sqlite":  # backends opened during the run count from their start
+        for pid in backend_pids(url, setup.pids):
+            db_after.setdefault(pid, cpu_of([pid]).get(pid, 0.0))
+    ours = sum(ours_after.get(p, 0.0) - s for p, s in ours_before.items())
+    database = sum(after - db_before.get(p, 0.0) for p, after in db_after.items())
+    good = max(result.requests - result.errors, 1)
+    return Run(
+        answered=(result.requests - result.errors) / result.seconds,
+        p50_ms=1000 * statistics.median(result.latencies) if result.latencies else 0.0,
+        p99_ms=1000 * result.percentile(0.99) if result.latencies else 0.0,
+        ours_ms=1000 * ours / good,
+        database_ms=1000 * database / good,
+        errors=result.errors,
+    )
+
+
+def _summary(runs: dict[tuple[int, str, str], Run], rounds: int, workloads: list[str]) -> list[str]:
+    lines = ["", "median [min-max] over the rounds of each round's ratio:"]
+    for workload in workloads:
+        for setup in SETUPS[1:]:
+            ratios = [
+                runs[(r, workload, setup)].answered / max(runs[(r, workload, "sqlite")].answered, 1e-9)
+                for r in range(rounds)
+            ]
+            cpu = [
+                (runs[(r, workload, setup)].ours_ms + runs[(r, workload, setup)].database_ms)
+                / max(runs[(r, workload, "sqlite")].ours_ms, 1e-9)
+                for r in range(rounds)
+            ]
+            lines.append(
+                f"  {workload:<22} {setup:<10} / sqlite: answers {statistics.median(ratios):.2f}x"
+                f" [{min(ratios):.2f}-{max(ratios):.2f}]  CPU per answer (ours + database)"
+                f" {statistics.median(cpu):.2f}x [{min(cpu):.2f}-{max(cpu):.2f}]"
+            )
+        three = [
+            runs[(r, workload, "pg own x3")].answered / max(runs[(r, workload, "pg own x1")].answered, 1e-9)
+            for r in range(rounds)
+        ]
+        lines.append(
+            f"  {workload:<22} pg own x3 / pg own x1: {statistics.median(three):.2f}x"
+            f" [{min(three):.2f}-{max(three):.2f}]"
+        )
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--duration", type=float, default=5.0)
-    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=4.0, help="seconds per run")
     parser.add_argument("--database-url", default=os.environ.get("AML_MCP_TEST_DATABASE_URL", DEFAULT_URL))
     args = parser.parse_args()
-    for name in ("AML_MCP_DATABASE_URL", "AML_MCP_DATABASE_SCHEMA"):
-        os.environ.pop(name, None)  # the SQLite server is the embedded default; the clusters set their own
-    print(f"{os.cpu_count()} cores, nothing pinned; {args.duration:.0f} s per run, c={args.connections}")
-    results: dict[tuple[str, str], RunResult] = {}
-    schemas: list[str] = []
+    url = args.database_url
     work = Path(tempfile.mkdtemp(prefix="aml-scaleout-bench-"))
-    try:
-        for setup in SETUPS:
-            if setup == "sqlite":
-                context = sqlite_server(work)
-            else:
-                schemas.append(f"bench_{secrets.token_hex(6)}")
-                context = cluster(int(setup[-1]), args.database_url, schemas[-1])
-            with context as (port, pid):
-                for workload in ("create", "get"):
-                    result = measure(port, pid, workload, args.connections, args.duration)
-                    results[(setup, workload)] = result
-                    print(row(f"{workload} {setup}", result), flush=True)
-    finally:
-        with psycopg.connect(args.database_url, autocommit=True) as conn:
-            for schema in schemas:
-                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")  # a name made here: a-z, 0-9, _
-    for workload, label in (("create", "creates/s"), ("get", "tasks/get/s")):
-        lite, one, three = (answered(results[(setup, workload)]) for setup in SETUPS)
-        print(
-            f"{label}: pg x3 / pg x1 = {three / one:.2f}x; pg x1 / sqlite = {one / lite:.2f}x;"
-            f" pg x3 / sqlite = {three / lite:.2f}x"
-        )
+    config = work / "bench.toml"
+    config.write_text(CONFIG)
+    workloads = [
+        f"{kind} c={c} {t} tenant{'s' if t > 1 else ''}"
+        for kind in ("create", "get")
+        for c in (1, 16)
+        for t in (1, TENANTS)
+    ]
+    print(
+        f"{os.cpu_count()} cores, nothing pinned; {args.rounds} rounds of {args.duration:.0f} s runs",
+        flush=True,
+    )
+    with contextlib.ExitStack() as stack:
+        setups = [
+            stack.enter_context(sqlite_server(work, config)),
+            stack.enter_context(pg_cluster("pg 1+1", 1, 1, "api", url, config)),
+            stack.enter_context(pg_cluster("pg own x1", 1, 0, "all", url, config)),
+            stack.enter_context(pg_cluster("pg own x3", 3, 0, "all", url, config)),
+        ]
+        runs: dict[tuple[int, str, str], Run] = {}
+        for round_ in range(args.rounds):
+            for workload in workloads:
+                kind, c, t = workload.split()[0], int(workload.split()[1][2:]), int(workload.split()[2])
+                order = setups[round_ % len(setups) :] + setups[: round_ % len(setups)]
+                for setup in order:
+                    run = measure(setup, kind, c, t, args.duration, url)
+                    runs[(round_, workload, setup.name)] = run
+                    print(
+                        f"round {round_ + 1} {workload:<22} {setup.name:<10} {run.answered:7.0f}/s"
+                        f"  p50 {run.p50_ms:7.2f} ms  p99 {run.p99_ms:7.2f} ms"
+                        f"  CPU/answer ours {run.ours_ms:5.2f} ms + database {run.database_ms:5.2f} ms"
+                        f"  errors {run.errors}",
+                        flush=True,
+                    )
+    print("\n".join(_summary(runs, args.rounds, workloads)))
 
 
 if __name__ == "__main__":

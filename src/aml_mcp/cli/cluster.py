@@ -134,12 +134,20 @@ def running_cluster(
     work_dir: Path | None = None,
     haproxy: str = "haproxy",
     env: dict[str, str] | None = None,
+    role: str = "api",
+    config: Path | None = None,
 ) -> Iterator[Cluster]:
-    """HAProxy, `replicas` API replicas and `workers` workers, started and (on exit) stopped."""
+    """HAProxy, `replicas` API replicas and `workers` workers, started and (on exit) stopped.
+
+    `role="all"` makes the replicas run the tasks they create as well (workers, if any, then take
+    what is left: overflow and recovery); `config` is a settings file every process reads (the
+    conformance catalog with authentication on, for instance)."""
     import httpx  # noqa: F401 - before any process starts: the readiness checks need it
     import psycopg
     from psycopg import sql
 
+    if role not in ("api", "all"):
+        raise ValueError(f"a replica's role is 'api' or 'all', not {role!r}")
     if replicas < 1 or workers < 0:
         raise ValueError("a cluster needs at least one replica (and no negative number of workers)")
     program = shutil.which(haproxy)
@@ -170,7 +178,8 @@ def running_cluster(
             else:
                 args = [*python, "serve", "--port", str(replica_port)]
             data_dir = work / f"replica-{index + 1}"
-            args += ["--data-dir", str(data_dir), "--role", "api", "--public-url", url]
+            args += ["--data-dir", str(data_dir), "--role", role, "--public-url", url]
+            args += [] if config is None else ["--config", str(config)]
             args += ["--metrics-port", str(metrics_port)]
             proc = _spawn(args, child_env, log)
             started.append(proc)
@@ -187,6 +196,7 @@ def running_cluster(
             log = work / f"worker-{index + 1}.log"
             args = [*python, "worker", "--catalog", catalog, "--data-dir", str(work / f"worker-{index + 1}")]
             args += ["--health-port", str(health_port), "--metrics-port", str(metrics_port)]
+            args += [] if config is None else ["--config", str(config)]
             proc = _spawn(args, child_env, log)
             started.append(proc)
             worker_procs.append(proc)
