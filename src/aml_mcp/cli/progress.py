@@ -1,7 +1,9 @@
 """How the CLI shows a task's progress on stderr: a live bar on a terminal, plain lines otherwise.
 
-The Tasks extension has no numeric progress, only a status and a message; a message that reads
-`n/m` (`drafted 12/43 cases`) drives the bar, any other shows as an indeterminate one.
+The Tasks extension has no numeric progress, only a status and a message. aml-mcp adds it to the
+task's `_meta` (`"aml-mcp/progress": {"done": n, "total": m}`), which drives the bar when present;
+from another server, a message that reads `n/m` (`drafted 12/43 cases`) does, and any other shows
+as an indeterminate bar.
 
 Everything shown here comes from the server, so it goes through `terminal_text` (controls and
 escape sequences shown escaped) and, for the live bar, through rich's markup escaping too: rich
@@ -11,7 +13,7 @@ reads `[bold]`, `[link=...]` in a string as markup, which a server must not be a
 from __future__ import annotations
 
 import re
-from typing import Protocol, TextIO
+from typing import Protocol, TextIO, TypeGuard
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,6 +23,23 @@ from aml_mcp.client import TaskState
 from aml_mcp.client.terminal import terminal_text
 
 _FRACTION = re.compile(r"(\d+)\s*/\s*(\d+)")
+PROGRESS_META_KEY = "aml-mcp/progress"
+
+
+def fraction(state: TaskState) -> tuple[int, int] | None:
+    """(done, total) of a task's progress: its structured `_meta` progress when it is a sound pair
+    of numbers (the server is not trusted to send one), else an `n/m` in its message, else None."""
+    given = (state.meta or {}).get(PROGRESS_META_KEY)
+    if isinstance(given, dict):
+        done, total = given.get("done"), given.get("total")
+        if _count(done) and _count(total) and total > 0 and done <= total:
+            return done, total
+    found = _FRACTION.search(state.status_message or "")
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class Reporter(Protocol):
@@ -81,9 +100,9 @@ class LiveReporter:
 
     def show(self, state: TaskState) -> None:
         message = state.status_message or ""
-        fraction = _FRACTION.search(message)
+        progress = fraction(state)
         shown, status = escape(terminal_text(message)), escape(terminal_text(state.status))
-        done, total = (int(fraction.group(1)), int(fraction.group(2))) if fraction else (None, None)
+        done, total = progress if progress is not None else (None, None)
         if state.terminal:
             done, total = (1, 1) if state.status == "completed" else (done, total)
         if self._bar is None:
