@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aml_mcp.cli.shared_args import shared_state_args
+from aml_mcp.cli.options import shared_state_args
 from tests.support.mcp_http import call_tool
 from tests.support.postgres import check_reachable, database_url
 from tests.support.waiting import eventually

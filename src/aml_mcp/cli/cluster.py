@@ -250,8 +250,8 @@ def token_hint(cluster: Cluster, database_url: str) -> str:
     """How to get a token this cluster accepts, as the user runs `aml-mcp`: signed with the
     development issuer's key in the cluster's database and schema (a command without the schema
     would mint with another schema's key), for the balancer's URL."""
+    from aml_mcp.cli.options import shared_state_args
     from aml_mcp.cli.serve import command_prefix
-    from aml_mcp.cli.shared_args import shared_state_args
 
     env, shared = shared_state_args(database_url, cluster.schema)
     return (

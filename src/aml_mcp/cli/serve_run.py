@@ -35,9 +35,8 @@ from aml_mcp.cli.case_notes import open_notes
 from aml_mcp.cli.data_dir_lock import hold_data_dir
 from aml_mcp.cli.logs import configure_logging
 from aml_mcp.cli.metrics_listener import metrics_server, run_beside
-from aml_mcp.cli.options import trusted_issuers
+from aml_mcp.cli.options import shared_state_args, trusted_issuers
 from aml_mcp.cli.serve import command_prefix, metrics_url, serve_refusal, shared_options
-from aml_mcp.cli.shared_args import shared_state_args
 from aml_mcp.cli.startup import EXIT_SETTINGS, bind_listener, check_data_dir
 from aml_mcp.config import AuthSettings, Settings, load_settings
 from aml_mcp.devauth.users import DEMO_USERS
