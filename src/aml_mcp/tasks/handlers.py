@@ -16,6 +16,8 @@ registered: the SDK answers them -32601.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -30,18 +32,44 @@ from aml_mcp.audit import AuditEvent, AuditRecorder, Decision, task_reference
 from aml_mcp.audit.decisions import decided
 from aml_mcp.catalog.tools import ToolSpec
 from aml_mcp.http.wellformed import escaped
-from aml_mcp.principal import Principal
+from aml_mcp.principal import Owner, Principal
 from aml_mcp.protocol.capabilities import declared, declares_tasks
 from aml_mcp.protocol.errors import invalid_params, missing_tasks_extension
 from aml_mcp.protocol.request import request_principal
 from aml_mcp.scope_rules import NO_SCOPES, ScopeRule
 from aml_mcp.subscriptions.filters import lookupable
+from aml_mcp.tasks.model import TaskRecord
 from aml_mcp.tasks.service import CancelVerdict, TaskService, UpdateVerdict, answers_too_large
 from aml_mcp.tasks.wire import ack, create_task_result, detailed_task
 
 TASK_NOT_FOUND = "Task not found"
 """The one answer for unknown, foreign and expired ids alike."""
 TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+
+
+@dataclass(frozen=True, slots=True)
+class _GateLookup:
+    """What the scope rule read of a `tasks/get`'s task (None: unknown, foreign or expired), for the
+    handler of the same request: one lookup per get, not one at the gate and one in the handler."""
+
+    task_id: str
+    owner: Owner
+    task: TaskRecord | None
+
+
+_gate_lookup: ContextVar[_GateLookup | None] = ContextVar("aml_mcp_tasks_gate_lookup", default=None)
+"""Set by the rule in the request's own context, which the handler's task inherits (the gate runs
+before the request reaches the MCP layer); taken once by that handler."""
+
+
+def _take_gate_lookup(task_id: str, owner: Owner) -> _GateLookup | None:
+    """The rule's lookup of this very task for this very owner, if this request made one; taken, so
+    it is never used twice."""
+    found = _gate_lookup.get()
+    if found is None:
+        return None
+    _gate_lookup.set(None)
+    return found if found.task_id == task_id and found.owner == owner else None
 
 
 class TaskIdParams(types.RequestParams):
@@ -70,7 +98,9 @@ class TaskHandlers:
         The rule looks the task up by id and owner (one query, like every task lookup); an unknown,
         foreign or expired id needs no scope, so it goes on to fail as unknown — the gate never
         reveals that somebody else's task exists. A request that did not declare the extension
-        needs no scope either: it is refused with -32021 before any lookup.
+        needs no scope either: it is refused with -32021 before any lookup. For `tasks/get` the
+        rule reads the whole task and leaves it to the handler of the same request, which then
+        answers from it instead of reading it again.
         """
         service = self._service
 
@@ -81,7 +111,16 @@ class TaskHandlers:
             scope = await service.scope_of(task_id, principal.owner)
             return frozenset({scope}) if scope else NO_SCOPES
 
-        return dict.fromkeys(TASK_METHODS, rule)
+        async def get_rule(params: Mapping[str, Any], principal: Principal) -> frozenset[str]:
+            task_id = params.get("taskId")
+            if not declares_tasks(params) or not lookupable(task_id):
+                return NO_SCOPES
+            task = await service.get(task_id, principal.owner)
+            _gate_lookup.set(_GateLookup(task_id, principal.owner, task))
+            scope = None if task is None else task.scope
+            return frozenset({scope}) if scope else NO_SCOPES
+
+        return {**dict.fromkeys(TASK_METHODS, rule), "tasks/get": get_rule}
 
     def _audit(
         self,
@@ -174,7 +213,8 @@ class TaskHandlers:
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         principal, task_id = self._admit(ctx, params)
-        task = await self._service.get(task_id, principal.owner)
+        earlier = _take_gate_lookup(task_id, principal.owner)
+        task = earlier.task if earlier is not None else await self._service.get(task_id, principal.owner)
         if task is None:
             raise self._not_found(principal, ctx.method, task_id)
         self._audit(principal, ctx.method, Decision.ALLOW, "ok", task_id=task_id, tool=task.tool)
