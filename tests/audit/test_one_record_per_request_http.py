@@ -9,48 +9,26 @@ A request the gate admits but the protocol layer refuses before any handler (a `
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import mcp_types as types
 import pytest
 
 from aml_mcp.audit.decisions import DECIDED_BY_HANDLER
-from aml_mcp.catalog import Catalog, ToolRegistry
-from aml_mcp.catalog.invocation import InvocationContext, elicit_form, request_input
-from aml_mcp.catalog.tools import Execution, ToolSpec
 from aml_mcp.tasks.handlers import TASK_METHODS
+from tests.support.hold_tool import SCOPE, hold_catalog
 from tests.support.mcp_http import WITH_TASKS, accept, message, post, wait_for
 from tests.support.oauth import SecuredServer, TestIssuer, secured_server
 from tests.support.waiting import eventually
 
-SCOPE = "aml:draft"
-GO = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-
-
-def _catalog() -> Catalog:
-    async def hold(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
-        answer = await request_input(ctx, "go", elicit_form("Go ahead?", GO))
-        return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer))])
-
-    tool = ToolSpec(
-        name="hold",
-        description="Waits for one answer, as a task.",
-        input_schema={"type": "object"},
-        body=hold,
-        execution=Execution.TASK,
-        scope=SCOPE,
-    )
-    return Catalog(tools=ToolRegistry([tool]))
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer) -> Iterator[SecuredServer]:
     data_dir: Path = tmp_path_factory.mktemp("one-record")
-    with secured_server(data_dir, _catalog(), issuer=issuer, real_socket=True) as running:
+    with secured_server(data_dir, hold_catalog(), issuer=issuer, real_socket=True) as running:
         yield running
 
 

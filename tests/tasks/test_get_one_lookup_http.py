@@ -5,40 +5,17 @@ the request's context is the server's own; each lookup of the task service is co
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import mcp_types as types
 import pytest
 
-from aml_mcp.catalog import Catalog, ToolRegistry
-from aml_mcp.catalog.invocation import InvocationContext, elicit_form, request_input
-from aml_mcp.catalog.tools import Execution, ToolSpec
 from aml_mcp.tasks.service import TaskService
+from tests.support.hold_tool import SCOPE, hold_catalog
 from tests.support.mcp_http import WITH_TASKS, message, post
 from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server
-
-SCOPE = "aml:draft"
-GO = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
-
-
-def _catalog() -> Catalog:
-    async def hold(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
-        answer = await request_input(ctx, "go", elicit_form("Go ahead?", GO))
-        return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer))])
-
-    tool = ToolSpec(
-        name="hold",
-        description="Waits for one answer, as a task.",
-        input_schema={"type": "object"},
-        body=hold,
-        execution=Execution.TASK,
-        scope=SCOPE,
-    )
-    return Catalog(tools=ToolRegistry([tool]))
 
 
 @pytest.fixture
@@ -46,7 +23,7 @@ def server(tmp_path: Path) -> Iterator[SecuredServer]:
     with (
         TestIssuer() as issuer,
         secured_server(
-            tmp_path, _catalog(), issuer=issuer, auth=auth_settings([issuer]), real_socket=True
+            tmp_path, hold_catalog(), issuer=issuer, auth=auth_settings([issuer]), real_socket=True
         ) as served,
     ):
         yield served

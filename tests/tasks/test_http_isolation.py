@@ -17,37 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import mcp_types as types
 import pytest
 
-from aml_mcp.catalog import Catalog, ToolRegistry
-from aml_mcp.catalog.invocation import InvocationContext, elicit_form, request_input
-from aml_mcp.catalog.tools import Execution, ToolSpec
 from tests.support.asgi import InProcessServer
+from tests.support.hold_tool import SCOPE, hold_catalog
 from tests.support.mcp_http import WITH_TASKS, accept, headers_for, message, post
 from tests.support.oauth import SecuredServer, TestIssuer, auth_settings, secured_server
 from tests.support.postgres import BACKENDS, backend_settings
 from tests.support.waiting import eventually
 
-SCOPE = "aml:draft"
 NOT_FOUND = {"code": -32602, "message": "Task not found"}
-GO = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
-
-
-def catalog() -> Catalog:
-    async def hold(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
-        answer = await request_input(ctx, "go", elicit_form("Go ahead?", GO))
-        return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer))])
-
-    tool = ToolSpec(
-        name="hold",
-        description="Waits for one answer, as a task.",
-        input_schema={"type": "object"},
-        body=hold,
-        execution=Execution.TASK,
-        scope=SCOPE,
-    )
-    return Catalog(tools=ToolRegistry([tool]))
 
 
 @dataclass(frozen=True)
@@ -120,7 +99,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     data_dir: Path = tmp_path_factory.mktemp("isolation")
     with TestIssuer() as first, TestIssuer() as second, backend_settings(request.param) as backend:
         auth = auth_settings([first, second])
-        with secured_server(data_dir, catalog(), auth=auth, **backend) as server:
+        with secured_server(data_dir, hold_catalog(), auth=auth, **backend) as server:
             world = World(server, _callers(server, first, second), {})
             for caller in world.callers:
                 created = world.send(caller.token, "tools/call", {"name": "hold", "arguments": {}})
