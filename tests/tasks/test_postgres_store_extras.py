@@ -16,11 +16,19 @@ import anyio
 import psycopg
 import pytest
 
+from aml_mcp.store.locks import LockClass
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.tasks.db_clock import DatabaseClock
 from aml_mcp.tasks.model import TaskStatus
-from aml_mcp.tasks.storage import Change, QuotaExceeded, TaskQuota
-from aml_mcp.tasks.storage.postgres import CHANNEL, CREATED_CHANNEL, MIGRATION, PostgresTaskStore
+from aml_mcp.tasks.storage import COLUMNS, Change, QuotaExceeded, TaskQuota, task_row
+from aml_mcp.tasks.storage.postgres import (
+    CHANNEL,
+    CREATED_CHANNEL,
+    DIALECT,
+    MIGRATION,
+    PostgresTaskStore,
+    tenant_lock_name,
+)
 from tests.support.clocks import OffsetClock
 from tests.support.postgres import scratch_database
 from tests.tasks.factories import owner, record
@@ -182,3 +190,45 @@ async def test_a_quota_counted_create_left_for_workers_signals_them_only_when_it
         assert await _drain(conn, 0.5) == []
     finally:
         await conn.close()
+
+
+async def test_a_create_queued_on_its_tenants_lock_counts_what_the_holder_committed(
+    pg: PostgresDatabase,
+) -> None:
+    """The create is one statement, and its counts must still be read after the tenant's lock, not
+    on the statement's snapshot taken before it: here the holder of the lock commits the tenant's
+    only allowed task while the create waits, and the create must see it and refuse. (Counting in
+    the statement itself, before the lock, would insert a second task past the cap.)"""
+    store = PostgresTaskStore(pg)
+    quota = TaskQuota(active_per_principal=5, active_per_tenant=1, created_per_principal=None)
+    first = record(owner(subject="first"), now=NOW, holder="runner-a")
+    holder = await psycopg.AsyncConnection.connect(pg.url, **pg.connect_kwargs())
+    try:
+        await holder.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+            (LockClass.TASKS_TENANT, tenant_lock_name(first.owner)),
+        )
+        outcome: list[BaseException | None] = []
+
+        async def second_create() -> None:
+            try:
+                await store.create(record(owner(subject="second"), now=NOW + 1, holder="runner-b"), quota)
+                outcome.append(None)
+            except QuotaExceeded as exc:
+                outcome.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(second_create)
+            await anyio.sleep(0.5)
+            assert outcome == [], "the create did not wait for its tenant's lock"
+            # The holder stores the tenant's one task (the row a create stores), then commits.
+            row = task_row(first, DIALECT)
+            placeholders = ", ".join(["%s"] * len(row))
+            await holder.execute(f"INSERT INTO tasks ({COLUMNS}) VALUES ({placeholders})", row)  # noqa: S608
+            await holder.commit()
+    finally:
+        await holder.close()
+    [refused] = outcome
+    assert isinstance(refused, QuotaExceeded) and refused.per == "tenant"
+    rows = await pg.execute("SELECT COUNT(*) FROM tasks")
+    assert rows == [(1,)]

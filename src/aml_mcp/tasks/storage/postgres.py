@@ -8,14 +8,19 @@ once:
   identity, owner, tool, scope or expiry (the second wall behind the conditional updates).
 - The owner columns are `BYTEA` (UTF-8): PostgreSQL `TEXT` cannot hold NUL, and a token's claims
   can. Status messages are stored JSON-encoded for the same reason.
-- Quota: `create` takes a transaction-scoped advisory lock on the owner's (issuer, tenant)
-  (`LockClass.TASKS_TENANT`) before counting, so two creates of one tenant are counted one after
-  the other and can never both see room. An advisory lock rather than SERIALIZABLE: it serializes
-  only creates of the same tenant, only when a quota applies, and never fails with a serialization
-  error that every caller would have to retry.
+- Quota: `create` is one autocommit statement whose first step (`tasks_room`, a PL/pgSQL function)
+  takes a transaction-scoped advisory lock on the owner's (issuer, tenant)
+  (`LockClass.TASKS_TENANT`) and then counts, each count on a snapshot taken after the lock; the
+  insert follows in the same statement and the lock holds to its commit. So two creates of one
+  tenant are counted one after the other and can never both see room, and the section they queue
+  for is the server's lock-count-insert-commit alone, never a client round trip. An advisory lock
+  rather than SERIALIZABLE: it serializes only creates of the same tenant, only when a quota or a
+  key applies, and never fails with a serialization error that every caller would have to retry.
 - Idempotency keys: a keyed create takes the same lock, then looks the key up (owner and key, the
   unique index's columns) before it counts or inserts, so creates racing with one key on any number
   of replicas store one task, and a repeat is answered from the row the first one committed.
+- A task left for any runner (unleased) wakes idle workers with `NOTIFY aml_tasks_created` after
+  its commit, coalesced (`_CreatedSignal`); the claim poll is the backstop.
 - `claim` selects in a `MATERIALIZED` CTE with `FOR UPDATE SKIP LOCKED`, then updates the rows it
   locked. The `IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` form may run its subquery more than
   once and claim more than `n` rows; the materialized CTE runs exactly once.
@@ -35,16 +40,14 @@ anything else (a bug, a constraint) stays what it is.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Collection
 from typing import Any
 
-import psycopg
-
 from aml_mcp.principal import Owner
 from aml_mcp.store.locks import LockClass
-from aml_mcp.store.migrations import Migration
 from aml_mcp.store.outage import OutageLog
 from aml_mcp.store.postgres import PostgresDatabase, storage_fault
 from aml_mcp.store.text import storable
@@ -66,10 +69,10 @@ from aml_mcp.tasks.storage import (
     refuse_unstorable_key,
     task_row,
 )
+from aml_mcp.tasks.storage.postgres_schema import MIGRATION as MIGRATION  # every backend exports its own
 
 logger = logging.getLogger(__name__)
 
-COMPONENT = "tasks"
 CHANNEL = "aml_task_events"
 """Where status changes are announced (`PostgresDatabase.channel` of it); payload
 `{"id", "v", "o": [issuer, subject, tenant, client]}`."""
@@ -83,113 +86,6 @@ next heartbeat. Only a runner name travels (host, pid, random bits), never task 
 MAX_PAYLOAD_BYTES = 7_900
 """NOTIFY refuses payloads of 8,000 bytes or more; an owner that would not fit is left out."""
 
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE tasks (
-        task_id TEXT PRIMARY KEY,
-        owner_issuer BYTEA NOT NULL,
-        owner_subject BYTEA NOT NULL,
-        owner_tenant BYTEA NOT NULL,
-        owner_client_id BYTEA NOT NULL,
-        tool TEXT NOT NULL,
-        required_scope TEXT,
-        arguments TEXT NOT NULL,
-        client_capabilities TEXT NOT NULL,
-        status TEXT NOT NULL
-            CHECK (status IN ('working', 'input_required', 'completed', 'failed', 'cancelled')),
-        status_message TEXT,
-        input_requests TEXT NOT NULL DEFAULT '{}',
-        input_responses TEXT NOT NULL DEFAULT '{}',
-        result TEXT,
-        error TEXT,
-        cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
-        created_at BIGINT NOT NULL,
-        updated_at BIGINT NOT NULL,
-        ttl_ms BIGINT NOT NULL CHECK (ttl_ms > 0),
-        expires_at BIGINT NOT NULL,
-        version BIGINT NOT NULL,
-        lease_holder TEXT,
-        lease_expires_at BIGINT,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        handovers INTEGER NOT NULL DEFAULT 0,
-        CHECK ((status = 'completed') = (result IS NOT NULL)),
-        CHECK ((status = 'failed') = (error IS NOT NULL))
-    );
-    CREATE INDEX tasks_by_expiry ON tasks (expires_at);
-    CREATE INDEX tasks_claimable ON tasks (created_at) WHERE status IN ('working', 'input_required');
-    CREATE INDEX tasks_by_holder ON tasks (lease_holder) WHERE status IN ('working', 'input_required');
-    CREATE INDEX tasks_active_by_owner ON tasks (owner_tenant, owner_issuer, owner_subject, expires_at)
-        WHERE status IN ('working', 'input_required');
-    CREATE FUNCTION tasks_guard() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF OLD.status IN ('completed', 'failed', 'cancelled') THEN
-            RAISE EXCEPTION 'a terminal task never changes' USING ERRCODE = 'integrity_constraint_violation';
-        END IF;
-        IF NEW.task_id IS DISTINCT FROM OLD.task_id
-           OR NEW.owner_issuer IS DISTINCT FROM OLD.owner_issuer
-           OR NEW.owner_subject IS DISTINCT FROM OLD.owner_subject
-           OR NEW.owner_tenant IS DISTINCT FROM OLD.owner_tenant
-           OR NEW.owner_client_id IS DISTINCT FROM OLD.owner_client_id
-           OR NEW.tool IS DISTINCT FROM OLD.tool
-           OR NEW.required_scope IS DISTINCT FROM OLD.required_scope
-           OR NEW.created_at IS DISTINCT FROM OLD.created_at
-           OR NEW.ttl_ms IS DISTINCT FROM OLD.ttl_ms
-           OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
-           OR NEW.version < OLD.version THEN
-            RAISE EXCEPTION 'a task''s identity, owner, tool, scope and expiry never change'
-                USING ERRCODE = 'integrity_constraint_violation';
-        END IF;
-        RETURN NEW;
-    END;
-    $$;
-    CREATE TRIGGER tasks_guard BEFORE UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION tasks_guard();
-    """,
-    # The create-rate window counts every task a principal created lately, finished or not: one
-    # short index range, read newest first. The subject leads so that the tenant-wide count of
-    # unfinished tasks keeps its partial index (this one would match its prefix and scan finished rows).
-    """
-    CREATE INDEX tasks_created_by_principal ON tasks (owner_subject, owner_tenant, owner_issuer, created_at);
-    """,
-    # A retried create names the task the first attempt made: the client's idempotency key is kept
-    # with the task, unique per owner, and never changes (the guard is the second wall).
-    """
-    ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
-    CREATE UNIQUE INDEX tasks_by_idempotency_key
-        ON tasks (idempotency_key, owner_issuer, owner_subject, owner_tenant, owner_client_id)
-        WHERE idempotency_key IS NOT NULL;
-    CREATE OR REPLACE FUNCTION tasks_guard() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF OLD.status IN ('completed', 'failed', 'cancelled') THEN
-            RAISE EXCEPTION 'a terminal task never changes' USING ERRCODE = 'integrity_constraint_violation';
-        END IF;
-        IF NEW.task_id IS DISTINCT FROM OLD.task_id
-           OR NEW.owner_issuer IS DISTINCT FROM OLD.owner_issuer
-           OR NEW.owner_subject IS DISTINCT FROM OLD.owner_subject
-           OR NEW.owner_tenant IS DISTINCT FROM OLD.owner_tenant
-           OR NEW.owner_client_id IS DISTINCT FROM OLD.owner_client_id
-           OR NEW.tool IS DISTINCT FROM OLD.tool
-           OR NEW.required_scope IS DISTINCT FROM OLD.required_scope
-           OR NEW.created_at IS DISTINCT FROM OLD.created_at
-           OR NEW.ttl_ms IS DISTINCT FROM OLD.ttl_ms
-           OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
-           OR NEW.idempotency_key IS DISTINCT FROM OLD.idempotency_key
-           OR NEW.version < OLD.version THEN
-            RAISE EXCEPTION 'a task''s identity, owner, tool, scope, key and expiry never change'
-                USING ERRCODE = 'integrity_constraint_violation';
-        END IF;
-        RETURN NEW;
-    END;
-    $$;
-    """,
-    # A body's structured progress (`_meta["aml-mcp/progress"]`: done, total) is kept with its task,
-    # so every replica answers it; compact JSON of two numbers, changed like the status message
-    # (only while the task is active: the guard keeps a terminal row as it is).
-    """
-    ALTER TABLE tasks ADD COLUMN progress TEXT;
-    """,
-]
-
-MIGRATION = Migration(COMPONENT, MIGRATIONS)
 
 _T_COLUMNS = ", ".join("t." + column.strip() for column in COLUMNS.split(","))
 
@@ -223,51 +119,57 @@ def notification_payload(task_id: str, version: int, owner: Owner) -> str:
     return payload
 
 
-_INSERTED = 4
-"""The column of the counted insert's answer that says whether the task was inserted."""
 _KEYED = DIALECT.keyed()
+_CREATE_ARGS = ", ".join(
+    f"%s::{kind}" for kind in ("integer", "text", *["bytea"] * 4, *["bigint"] * 3, "boolean", "text")
+)
+"""`tasks_room`'s arguments: lock class and name, the owner, now, where the window opens, the rate
+limit, whether to count, the idempotency key."""
+_HELD = 4
+"""The column of the create's answer naming the live task its idempotency key already names."""
 
 
-def _counted_insert(values: str) -> str:
-    """Counted and inserted in one statement, only if there is room; answers (tenant, principal,
-    made in the window, the oldest of those, inserted). The window counts the principal's newest
-    creates (at most its limit of them), finished or expired alike: the sweeper keeps a row until it
-    has left the window."""
+def _create_statement(values: str) -> str:
+    """Counted (`tasks_room`, `postgres_schema.py`) and inserted in one autocommit statement, only if
+    there is room and the key names no live task; answers (tenant, principal, made in the window, the
+    oldest of those, the task the key names, inserted)."""
     return (
-        "WITH n AS (SELECT COUNT(*) AS tenant, COUNT(*) FILTER (WHERE owner_subject = %s) AS principal"  # noqa: S608
-        f"  FROM tasks WHERE owner_tenant = %s AND owner_issuer = %s AND {ACTIVE} AND expires_at > %s),"
-        " w AS (SELECT COUNT(*) AS made, MIN(created_at) AS oldest FROM (SELECT created_at FROM tasks"
-        "  WHERE owner_tenant = %s AND owner_issuer = %s AND owner_subject = %s AND created_at > %s"
-        "  ORDER BY created_at DESC LIMIT %s) r),"
-        f" ins AS (INSERT INTO tasks ({COLUMNS}, idempotency_key) SELECT {values} FROM n, w"
-        "  WHERE n.principal < %s AND n.tenant < %s AND w.made < %s RETURNING 1)"
-        " SELECT n.tenant, n.principal, w.made, w.oldest, (SELECT COUNT(*) FROM ins) FROM n, w"
+        f"WITH r AS MATERIALIZED (SELECT * FROM tasks_room({_CREATE_ARGS})),"  # noqa: S608
+        f" ins AS (INSERT INTO tasks ({COLUMNS}, idempotency_key) SELECT {values} FROM r"
+        "  WHERE r.room_held IS NULL AND r.room_principal < %s AND r.room_tenant < %s AND r.room_made < %s"
+        "  RETURNING 1)"
+        " SELECT r.room_tenant, r.room_principal, r.room_made, r.room_oldest, r.room_held,"
+        " (SELECT COUNT(*) FROM ins) FROM r"
     )
 
 
-def _counted_params(task: TaskRecord, quota: TaskQuota, row: tuple[Any, ...]) -> tuple[Any, ...]:
+def _create_params(
+    task: TaskRecord, quota: TaskQuota | None, idempotency_key: str | None, row: tuple[Any, ...]
+) -> tuple[Any, ...]:
     owner = task.owner
-    rate_limit = quota.created_per_principal
-    return (
+    rate_limit = None if quota is None else quota.created_per_principal
+    room = (
+        LockClass.TASKS_TENANT,
+        tenant_lock_name(owner),
+        _b(owner.issuer),
         _b(owner.subject),
         _b(owner.tenant),
-        _b(owner.issuer),
+        _b(owner.client_id),
         task.created_at,
-        _b(owner.tenant),
-        _b(owner.issuer),
-        _b(owner.subject),
-        quota.window_opens_after(task.created_at),
+        0 if quota is None else quota.window_opens_after(task.created_at),
         0 if rate_limit is None else rate_limit,  # no limit: count nothing, and 0 < 1 below
-        *row,
-        quota.active_per_principal,
-        quota.active_per_tenant,
-        1 if rate_limit is None else rate_limit,
+        quota is not None,
+        idempotency_key,
     )
+    if quota is None:  # nothing counted: every count is 0
+        return (*room, *row, 1, 1, 1)
+    limit = 1 if rate_limit is None else rate_limit
+    return (*room, *row, quota.active_per_principal, quota.active_per_tenant, limit)
 
 
 def _refuse_uncounted(counted: tuple[Any, ...], quota: TaskQuota, now_ms: int) -> None:
     """The refusal a counted insert that inserted nothing stands for (nothing when it inserted)."""
-    tenant, principal, made, oldest, inserted = counted
+    tenant, principal, made, oldest, _held, inserted = counted
     if inserted:
         return
     if principal >= quota.active_per_principal:
@@ -279,16 +181,34 @@ def _refuse_uncounted(counted: tuple[Any, ...], quota: TaskQuota, now_ms: int) -
     raise refused
 
 
-async def _held(
-    conn: psycopg.AsyncConnection[Any], idempotency_key: str, owner: Owner, now_ms: int
-) -> TaskRecord | None:
-    """The live task `owner` created with `idempotency_key`, if any; an expired one still holding
-    the key (the sweeper has not reached it) is deleted, so the key names a new task."""
-    args = DIALECT.keyed_args(idempotency_key, owner)
-    await conn.execute(f"DELETE FROM tasks WHERE {_KEYED} AND expires_at <= %s", (*args, now_ms))  # noqa: S608
-    cursor = await conn.execute(f"SELECT {COLUMNS} FROM tasks WHERE {_KEYED}", args)  # noqa: S608
-    row = await cursor.fetchone()
-    return _record(row) if row is not None else None
+class _CreatedSignal:
+    """`NOTIFY aml_tasks_created` after creates commit, coalesced: one in flight per process, and
+    one more after it when creates committed meanwhile.
+
+    Not in the creating transaction: PostgreSQL serializes every NOTIFYing commit of the whole
+    server through its WAL flush (a lock held until the commit record is on disk), so creates that
+    signal inside their transaction commit one after the other and never share a flush. A signal
+    lost between the commit and the NOTIFY (a crash, a dropped connection) only delays the start
+    until the workers' claim poll (`claim_interval_ms`)."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._db = database
+        self._pending = False
+        self._sending: asyncio.Task[None] | None = None
+
+    def send(self) -> None:
+        self._pending = True
+        if self._sending is None or self._sending.done():
+            self._sending = asyncio.get_running_loop().create_task(self._send_pending())
+
+    async def _send_pending(self) -> None:
+        while self._pending:
+            self._pending = False
+            try:
+                await self._db.execute("SELECT pg_notify(%s, '')", (self._db.channel(CREATED_CHANNEL),))
+            except Exception as exc:  # the claim poll is the backstop
+                logger.debug("could not signal created tasks (%s); workers claim them at their poll", exc)
+                return
 
 
 def tenant_lock_name(owner: Owner) -> str:
@@ -314,6 +234,7 @@ class PostgresTaskStore:
 
     def __init__(self, database: PostgresDatabase) -> None:
         self._db = database
+        self._created = _CreatedSignal(database)
         self._outage = OutageLog(
             logger,
             down="task storage unavailable ({cause}: {error});"
@@ -350,48 +271,30 @@ class PostgresTaskStore:
         refuse_unstorable_key(idempotency_key)
         row = (*task_row(task, DIALECT), idempotency_key)
         values = ", ".join(["%s"] * len(row))
-        insert = f"INSERT INTO tasks ({COLUMNS}, idempotency_key) VALUES ({values})"  # noqa: S608
-        unleased = task.lease_holder is None
         if quota is None and idempotency_key is None:
-            if unleased:  # one statement, so the signal goes out exactly when the row commits
-                signalled = f"WITH i AS ({insert} RETURNING 1) SELECT pg_notify(%s, '') FROM i"  # noqa: S608
-                await self._run(signalled, (*row, self._db.channel(CREATED_CHANNEL)))
-                return task
-            await self._run(insert, row)
+            await self._run(f"INSERT INTO tasks ({COLUMNS}, idempotency_key) VALUES ({values})", row)  # noqa: S608
+            self._stored(task)
             return task
-        counted: tuple[Any, ...] | None = None
-        try:
-            async with self._db.transaction() as conn:
-                # Creates of one tenant queue here until the one before commits; the next statement
-                # takes its snapshot after the lock, so it counts every task committed before it (no
-                # overshoot, whatever the concurrency) and sees the task a key already names.
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                    (LockClass.TASKS_TENANT, tenant_lock_name(task.owner)),
-                )
-                if idempotency_key is not None:
-                    held = await _held(conn, idempotency_key, task.owner, task.created_at)
-                    if held is not None:
-                        return held
-                if quota is None:
-                    await conn.execute(insert, row)
-                    inserted = True
-                else:
-                    cursor = await conn.execute(_counted_insert(values), _counted_params(task, quota, row))
-                    counted = await cursor.fetchone()
-                    inserted = counted is not None and bool(counted[_INSERTED])
-                if unleased and inserted:
-                    await conn.execute("SELECT pg_notify(%s, '')", (self._db.channel(CREATED_CHANNEL),))
-        except Exception as exc:
-            fault = self._fault(exc)
-            if fault is None:
-                raise
-            raise fault from exc
+        params = _create_params(task, quota, idempotency_key, row)
+        [counted] = await self._run(_create_statement(values), params)
+        held = counted[_HELD]
+        if held is not None:
+            rows = await self._run(
+                f"SELECT {COLUMNS} FROM tasks WHERE task_id = %s AND {_KEYED}",  # noqa: S608
+                (held, *DIALECT.keyed_args(idempotency_key or "", task.owner)),
+            )
+            if rows:
+                return _record(rows[0])
+            return await self.create(task, quota, idempotency_key=idempotency_key)  # swept meanwhile
         if quota is not None:
-            assert counted is not None
             _refuse_uncounted(counted, quota, task.created_at)
-        self._recovered()
+        self._stored(task)
         return task
+
+    def _stored(self, task: TaskRecord) -> None:
+        """A new task committed: wake idle workers if it is left for any runner to claim."""
+        if task.lease_holder is None:
+            self._created.send()
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
         if not findable(task_id, owner):
