@@ -75,6 +75,19 @@ async def test_written_events_come_back_in_order_with_their_detail(trail: Trail)
     assert [e["seq"] for e in got] == sorted(e["seq"] for e in got)
 
 
+async def test_a_batch_larger_than_one_statement_keeps_every_event_in_order(trail: Trail) -> None:
+    """PostgreSQL writes a batch as multi-row INSERTs of `ROWS_PER_STATEMENT` rows: a batch that
+    spans three of them loses nothing and keeps its order and its columns."""
+    count = 2 * postgres_audit.ROWS_PER_STATEMENT + 7
+    events = [allow(f"bank-{n % 3}", target=f"t{n}", detail={"n": n}) for n in range(count)]
+    assert await write(trail, events) == 0
+    got = await trail.reader.recent_events(count + 10)
+    assert [e["seq"] for e in got] == sorted(e["seq"] for e in got)
+    assert [(e["target"], e["tenant"], e["detail"]) for e in got] == [
+        (f"t{n}", f"bank-{n % 3}", {"n": n}) for n in range(count)
+    ]
+
+
 async def test_a_nul_in_a_column_is_kept_as_its_escape_on_both(trail: Trail) -> None:
     events = [
         allow("bank-a", target="before"),
