@@ -76,9 +76,9 @@ async def test_written_events_come_back_in_order_with_their_detail(trail: Trail)
 
 
 async def test_a_batch_larger_than_one_statement_keeps_every_event_in_order(trail: Trail) -> None:
-    """PostgreSQL writes a batch as multi-row INSERTs of `ROWS_PER_STATEMENT` rows: a batch that
-    spans three of them loses nothing and keeps its order and its columns."""
-    count = 2 * postgres_audit.ROWS_PER_STATEMENT + 7
+    """PostgreSQL writes a batch as one INSERT of one array per column: a batch of 2,007 events
+    loses nothing and keeps its order and its columns."""
+    count = 2_007
     events = [allow(f"bank-{n % 3}", target=f"t{n}", detail={"n": n}) for n in range(count)]
     assert await write(trail, events) == 0
     got = await trail.reader.recent_events(count + 10)
