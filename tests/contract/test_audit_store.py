@@ -75,7 +75,7 @@ async def test_written_events_come_back_in_order_with_their_detail(trail: Trail)
     assert [e["seq"] for e in got] == sorted(e["seq"] for e in got)
 
 
-async def test_a_batch_larger_than_one_statement_keeps_every_event_in_order(trail: Trail) -> None:
+async def test_a_large_batch_keeps_every_event_in_order(trail: Trail) -> None:
     """PostgreSQL writes a batch as one INSERT of one array per column: a batch of 2,007 events
     loses nothing and keeps its order and its columns."""
     count = 2_007
