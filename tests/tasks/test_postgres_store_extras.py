@@ -27,6 +27,7 @@ from aml_mcp.tasks.storage.postgres import (
     DIALECT,
     MIGRATION,
     PostgresTaskStore,
+    _TerminalRows,
     tenant_lock_name,
 )
 from tests.support.clocks import OffsetClock
@@ -232,3 +233,85 @@ async def test_a_create_queued_on_its_tenants_lock_counts_what_the_holder_commit
     assert isinstance(refused, QuotaExceeded) and refused.per == "tenant"
     rows = await pg.execute("SELECT COUNT(*) FROM tasks")
     assert rows == [(1,)]
+
+
+async def test_a_finished_task_is_answered_from_memory_and_only_to_its_owner_until_it_expires(
+    pg: PostgresDatabase,
+) -> None:
+    """A terminal row never changes and is deleted only after it expires, so a process answers it
+    again without the database: here the row is deleted behind the store's back (as nothing but the
+    sweeper of an expired task does) and the store that wrote the outcome still answers it, to its
+    owner only, and not once it has expired. A store that never saw it reads the database."""
+    store = PostgresTaskStore(pg)
+    alice = owner(subject="alice")
+    task = record(alice, now=NOW, ttl_ms=60_000)
+    await store.create(task)
+    done = await store.transition(
+        task.task_id,
+        alice,
+        expected_version=task.version,
+        change=Change(status=TaskStatus.COMPLETED, result={"content": []}),
+        now_ms=NOW + 1,
+    )
+    assert done is not None and done.status is TaskStatus.COMPLETED
+    await pg.execute("DELETE FROM tasks WHERE task_id = %s", (task.task_id,))
+
+    kept = await store.find(task.task_id, alice, NOW + 2)
+    assert kept == done
+    assert await store.find(task.task_id, owner(subject="mallory"), NOW + 2) is None
+    assert await store.find(task.task_id, owner(subject="alice", client_id="other"), NOW + 2) is None
+    assert await store.find(task.task_id, alice, task.expires_at) is None  # expired: gone from memory too
+    assert await store.find(task.task_id, alice, NOW + 3) is None
+    assert await PostgresTaskStore(pg).find(task.task_id, alice, NOW + 2) is None  # another replica
+
+
+async def test_an_unfinished_task_is_always_read_from_the_database(pg: PostgresDatabase) -> None:
+    """Only terminal rows are kept: a working task's row, changed by another process, reads changed."""
+    store = PostgresTaskStore(pg)
+    alice = owner(subject="alice")
+    task = record(alice, now=NOW)
+    await store.create(task)
+    found = await store.find(task.task_id, alice, NOW + 1)
+    assert found is not None and found.status_message is None
+    other = PostgresTaskStore(pg)
+    await other.transition(
+        task.task_id,
+        alice,
+        expected_version=task.version,
+        change=Change(status_message="half way"),
+        now_ms=NOW + 2,
+    )
+    found = await store.find(task.task_id, alice, NOW + 3)
+    assert found is not None and found.status_message == "half way"
+    await other.transition(
+        task.task_id,
+        alice,
+        expected_version=found.version,
+        change=Change(status=TaskStatus.FAILED, error={"code": -32603, "message": "x"}),
+        now_ms=NOW + 4,
+    )
+    found = await store.find(task.task_id, alice, NOW + 5)
+    assert found is not None and found.status is TaskStatus.FAILED
+
+
+def test_the_rows_kept_in_memory_stay_within_their_budget() -> None:
+    """Bounded memory: the least recently read rows go first, and a row too large is never kept."""
+    kept = _TerminalRows(budget=16_000)
+    rows = [_row(f"t{n:03d}", "x" * 900) for n in range(100)]
+    for row in rows:
+        kept.keep(row)
+    assert kept._bytes <= 16_000
+    assert kept.find("t099", _OWNER, NOW) is not None and kept.find("t000", _OWNER, NOW) is None
+    kept.keep(_row("huge", "x" * 1_100))  # over a sixteenth of the budget
+    assert kept.find("huge", _OWNER, NOW) is None
+    kept.keep(_row("working", "x", status="working"))
+    assert kept.find("working", _OWNER, NOW) is None
+
+
+_OWNER = (b"issuer", b"alice", b"bank-a", b"client-1")
+
+
+def _row(task_id: str, result: str, status: str = "completed") -> tuple[object, ...]:
+    row: list[object] = [None] * 26
+    row[0], row[1:5], row[9], row[13], row[19] = task_id, _OWNER, status, result, NOW + 60_000
+    return tuple(row)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Collection
 from typing import Any
 
@@ -51,7 +52,7 @@ from aml_mcp.store.locks import LockClass
 from aml_mcp.store.outage import OutageLog
 from aml_mcp.store.postgres import PostgresDatabase, storage_fault
 from aml_mcp.store.text import storable
-from aml_mcp.tasks.model import TaskRecord
+from aml_mcp.tasks.model import TERMINAL, TaskRecord
 from aml_mcp.tasks.storage import (
     ACTIVE,
     COLUMNS,
@@ -181,6 +182,58 @@ def _refuse_uncounted(counted: tuple[Any, ...], quota: TaskQuota, now_ms: int) -
     raise refused
 
 
+_TERMINAL = frozenset(status.value for status in TERMINAL)
+_STATUS, _EXPIRES_AT = 9, 19
+"""Where a row of `COLUMNS` holds the status and the expiry."""
+TERMINAL_ROWS_BYTES = 16 * 1024 * 1024
+"""What the rows of terminal tasks kept in memory may hold in all (text and bytes); a row larger
+than a sixteenth of it is not kept."""
+
+
+class _TerminalRows:
+    """Rows of terminal tasks this process read or wrote, answered again without the database.
+
+    Exact, not a staleness trade: a terminal row never changes (the guard trigger refuses any
+    update), and it is deleted only once it has expired (the sweeper and a reused idempotency key
+    both require `expires_at <= now`), so until its `expires_at` a kept row is what the database
+    holds. A `tasks/get` poll of a finished task, the commonest read, then costs no statement on any
+    replica that has seen it. Only a lookup by the row's own id and owner is answered here; any
+    other lookup goes to the database as before, so no caller learns anything from the timing."""
+
+    def __init__(self, budget: int = TERMINAL_ROWS_BYTES) -> None:
+        self._budget = budget
+        self._rows: OrderedDict[str, tuple[tuple[Any, ...], int]] = OrderedDict()
+        self._bytes = 0
+
+    def find(self, task_id: str, owner: tuple[bytes, ...], now_ms: int) -> tuple[Any, ...] | None:
+        kept = self._rows.get(task_id)
+        if kept is None:
+            return None
+        row = kept[0]
+        if row[_EXPIRES_AT] <= now_ms:
+            self._drop(task_id)
+            return None
+        if tuple(bytes(value) for value in row[1:5]) != owner:
+            return None
+        self._rows.move_to_end(task_id)
+        return row
+
+    def keep(self, row: tuple[Any, ...]) -> None:
+        if row[_STATUS] not in _TERMINAL:
+            return
+        size = sum(len(value) for value in row if isinstance(value, str | bytes))
+        if size > self._budget // 16 or row[0] in self._rows:
+            return
+        self._rows[row[0]] = (row, size)
+        self._bytes += size
+        while self._bytes > self._budget:
+            self._drop(next(iter(self._rows)))
+
+    def _drop(self, task_id: str) -> None:
+        _, size = self._rows.pop(task_id)
+        self._bytes -= size
+
+
 class _CreatedSignal:
     """`NOTIFY aml_tasks_created` after creates commit, coalesced: one in flight per process, and
     one more after it when creates committed meanwhile.
@@ -220,6 +273,11 @@ def tenant_lock_name(owner: Owner) -> str:
     return name.replace("\\", "\\\\").replace("\x00", "\\0")
 
 
+def _owner_key(owner: Owner) -> tuple[bytes, ...]:
+    """The owner as a row of `COLUMNS` holds it (columns 1-4)."""
+    return (_b(owner.issuer), _b(owner.subject), _b(owner.tenant), _b(owner.client_id))
+
+
 def _record(row: tuple[Any, ...]) -> TaskRecord:
     message = row[10]
     return record_of(
@@ -235,6 +293,7 @@ class PostgresTaskStore:
     def __init__(self, database: PostgresDatabase) -> None:
         self._db = database
         self._created = _CreatedSignal(database)
+        self._terminal = _TerminalRows()
         self._outage = OutageLog(
             logger,
             down="task storage unavailable ({cause}: {error});"
@@ -299,9 +358,15 @@ class PostgresTaskStore:
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
         if not findable(task_id, owner):
             return None
+        kept = self._terminal.find(task_id, _owner_key(owner), now_ms)
+        if kept is not None:
+            return _record(kept)
         sql = f"SELECT {COLUMNS} FROM tasks WHERE {_OWNED}"  # noqa: S608
         rows = await self._run(sql, DIALECT.owned_args(task_id, owner, now_ms))
-        return _record(rows[0]) if rows else None
+        if not rows:
+            return None
+        self._terminal.keep(rows[0])
+        return _record(rows[0])
 
     async def scope_of(self, task_id: str, owner: Owner, now_ms: int) -> str | None:
         if not findable(task_id, owner):
@@ -343,12 +408,14 @@ class PostgresTaskStore:
             # Whoever runs the task hears it now, not at its next heartbeat (if anyone runs it).
             notices.append("CASE WHEN u.lease_holder IS NOT NULL THEN pg_notify(%s, u.lease_holder) END")
             params.append(self._db.channel(CONTROL_CHANNEL))
-        if not notices:
-            rows = await self._run(update, params)
-            return _record(rows[0]) if rows else None
-        sql = f"WITH u AS ({update}) SELECT u.*, {', '.join(notices)} FROM u"  # noqa: S608
-        rows = await self._run(sql, params)
-        return _record(rows[0][: -len(notices)]) if rows else None
+        if notices:
+            update = f"WITH u AS ({update}) SELECT u.*, {', '.join(notices)} FROM u"  # noqa: S608
+        rows = await self._run(update, params)
+        if not rows:
+            return None
+        row = rows[0][: -len(notices)] if notices else rows[0]
+        self._terminal.keep(row)  # the outcome, as the next get on this process will read it
+        return _record(row)
 
     async def renew(
         self, holder: str, lease_until_ms: int, now_ms: int, task_ids: Collection[str] | None = None
