@@ -60,6 +60,11 @@ SERVER_ENV = {
     "AML_MCP_TASKS__MAX_ACTIVE_PER_PRINCIPAL": "1000000",
     "AML_MCP_TASKS__MAX_ACTIVE_PER_TENANT": "1000000",
     "AML_MCP_TASKS__MAX_CREATED_PER_PRINCIPAL_PER_WINDOW": "1000000000",
+    # Every create counts its principal's creates in the window, up to the limit. With the default
+    # window (60 s) and a lifted limit that is every task one caller made in the last minute — 20,000
+    # and more here, where the default limit (120) caps the count at 120 — so a one-second window
+    # keeps the count near what a deployment's is, on both backends alike.
+    "AML_MCP_TASKS__CREATE_WINDOW_SECONDS": "1",
 }
 UNFINISHED = "SELECT count(*) FROM tasks WHERE status = 'working'"
 SQLITE_FILE = "aml-mcp.db"
