@@ -11,8 +11,8 @@ token per caller) and are all up at once; the task is `slow_compute` with `secon
 - `pg own x1`: HAProxy and one replica that runs the tasks it creates (`--role all`), no worker;
 - `pg own x3`: the same with three such replicas.
 
-Each round runs every workload — `create` and `get`, at c=1 and c=16 connections, with every
-request from one caller of one tenant or spread over callers of 16 tenants — on every set-up, the
+Each round runs every workload — `create` and `get`, at c=1 and c=16 connections, the requests
+spread over 16 callers (analysts) of one tenant (bank) or of 16 tenants — on every set-up, the
 set-ups' order rotating from round to round, so a shared machine's load falls on all alike; before
 each run every set-up's backlog of running tasks is drained, so no run pays for another's tasks. For each
 run it prints answers/s, p50 and p99, and the CPU per answer of our processes (replicas, workers,
@@ -54,6 +54,7 @@ from tasks_http import call_body, get_body, headers  # noqa: E402
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SETUPS = ("sqlite", "pg 1+1", "pg own x1", "pg own x3")
 TENANTS = 16
+CALLERS = 16
 SERVER_ENV = {
     "AML_MCP_LOG_LEVEL": "warning",
     # The quotas would refuse creates whenever the runner falls behind; refusals are not measured.
@@ -85,12 +86,12 @@ class Setup:
     mint: Callable[[str, str], str]
     unfinished: Callable[[], int]
     """Tasks of this set-up still `working`: the backlog a create run leaves for its runners."""
-    tokens: dict[str, str] = field(default_factory=dict)
+    tokens: dict[tuple[str, str], str] = field(default_factory=dict)
 
-    def token(self, tenant: str) -> str:
-        if tenant not in self.tokens:
-            self.tokens[tenant] = self.mint(tenant, f"analyst-{tenant}")
-        return self.tokens[tenant]
+    def token(self, caller: tuple[str, str]) -> str:
+        if caller not in self.tokens:
+            self.tokens[caller] = self.mint(*caller)
+        return self.tokens[caller]
 
 
 def _mint(args: Sequence[str], env: dict[str, str]) -> Callable[[str, str], str]:
@@ -240,8 +241,10 @@ class Run:
 def requests_for(
     setup: Setup, workload: str, tenants: int
 ) -> tuple[Callable[[int], bytes], Callable[[int, bytes], bool]]:
-    """Pre-encoded requests, the n-th from the caller of tenant n % `tenants`."""
-    names = [f"bank-{k:02d}" for k in range(tenants)]
+    """Pre-encoded requests, the n-th from caller n % `CALLERS`, of tenant n % `tenants`. One bank's
+    analysts share its task quota (a create counts the tenant's unfinished tasks under the tenant's
+    lock) and each has a create window of their own."""
+    names = [(f"bank-{k % tenants:02d}", f"analyst-{k:02d}") for k in range(CALLERS)]
     auth = {name: {"Authorization": f"Bearer {setup.token(name)}"} for name in names}
     if workload == "create":
         encoded = [
@@ -272,9 +275,9 @@ def requests_for(
     return (lambda n: encoded[n % len(encoded)]), ok
 
 
-def completed_task_as(setup: Setup, tenant: str) -> str:
-    """A completed task of `tenant`'s caller, to read again and again."""
-    auth = {"Authorization": f"Bearer {setup.token(tenant)}"}
+def completed_task_as(setup: Setup, caller: tuple[str, str]) -> str:
+    """A completed task of `caller` (tenant, subject), to read again and again."""
+    auth = {"Authorization": f"Bearer {setup.token(caller)}"}
     base = f"http://127.0.0.1:{setup.port}/mcp"
     with httpx.Client(timeout=30) as http:
         created = http.post(base, content=call_body(1), headers=headers("tools/call", "slow_compute") | auth)

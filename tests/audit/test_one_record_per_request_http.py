@@ -13,9 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
 
 from aml_mcp.audit.decisions import DECIDED_BY_HANDLER
+from aml_mcp.catalog import Catalog
+from aml_mcp.catalog.invocation import InvocationContext
+from aml_mcp.catalog.tools import Execution, ToolSpec
 from aml_mcp.tasks.handlers import TASK_METHODS
 from tests.support.hold_tool import SCOPE, hold_catalog
 from tests.support.mcp_http import WITH_TASKS, accept, message, post, wait_for
@@ -25,10 +29,30 @@ from tests.support.waiting import eventually
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
+def _catalog() -> Catalog:
+    """`hold` (a task tool) and `ping`, a tool of the same scope that answers at once."""
+
+    async def ping(args: dict[str, Any], ctx: InvocationContext) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text="pong")])
+
+    catalog = hold_catalog()
+    catalog.tools.add(
+        ToolSpec(
+            name="ping",
+            description="Answers at once.",
+            input_schema={"type": "object"},
+            body=ping,
+            execution=Execution.SYNC,
+            scope=SCOPE,
+        )
+    )
+    return catalog
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, issuer: TestIssuer) -> Iterator[SecuredServer]:
     data_dir: Path = tmp_path_factory.mktemp("one-record")
-    with secured_server(data_dir, hold_catalog(), issuer=issuer, real_socket=True) as running:
+    with secured_server(data_dir, _catalog(), issuer=issuer, real_socket=True) as running:
         yield running
 
 
@@ -59,7 +83,28 @@ def _task(server: SecuredServer, token: str) -> str:
 
 
 def test_the_handlers_methods_are_the_ones_whose_allow_waits_for_them() -> None:
-    assert frozenset(TASK_METHODS) == DECIDED_BY_HANDLER
+    assert frozenset({*TASK_METHODS, "tools/call"}) == DECIDED_BY_HANDLER
+
+
+def test_a_task_create_leaves_exactly_one_record_the_handlers(server: SecuredServer) -> None:
+    """Before, the gate's `allow ok` of the `tools/call` came first and the handler's `task_created`
+    after it: two rows for every create."""
+    token = server.mint(subject="ana", tenant="bank-a", client_id="creator", scope=SCOPE)
+    mark = server.audit_mark()
+    task_id = _task(server, token)
+    [record] = _records_of(server, mark, "tools/call", 1)
+    assert (record["decision"], record["reason"], record["subject"]) == ("allow", "task_created", "ana")
+    assert record["target"] == task_id[:8]
+    assert record["detail"] == {"trace_id": TRACE.split("-")[1], "tool": "hold"}
+
+
+def test_a_tool_that_answers_at_once_leaves_the_gates_allow(server: SecuredServer) -> None:
+    token = server.mint(subject="ana", tenant="bank-a", client_id="pinger", scope=SCOPE)
+    mark = server.audit_mark()
+    response = _send(server, token, "tools/call", {"name": "ping", "arguments": {}})
+    assert response.status_code == 200 and response.json()["result"]["content"][0]["text"] == "pong"
+    [record] = _records_of(server, mark, "tools/call", 1)
+    assert (record["decision"], record["reason"], record["subject"]) == ("allow", "ok", "ana")
 
 
 def test_one_tasks_get_leaves_exactly_one_record(server: SecuredServer) -> None:

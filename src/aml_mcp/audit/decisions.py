@@ -4,7 +4,9 @@ The auth gate records the allow of every request it admits (`ok`: the token is g
 scope). The Tasks handlers then decide the same request again, on what the store says (found or not
 found, answers taken, cancel requested, already terminal), and record that: without this module one
 `tasks/get` left two records, an `allow ok` and the handler's own (for a foreign task even an
-`allow ok` beside a `deny not_found`). So, for the methods in `DECIDED_BY_HANDLER`:
+`allow ok` beside a `deny not_found`). A `tools/call` of a task tool likewise left the gate's allow
+beside the handler's `task_created` (or its refusal: a quota, a reused key). So, for the methods in
+`DECIDED_BY_HANDLER`:
 
 - the endpoint opens a `RequestDecision` for each request (`deciding`), in the request's context, so
   the handler (run in a task spawned from it) sees the same one;
@@ -12,8 +14,9 @@ found, answers taken, cancel requested, already terminal), and record that: with
 - the handler's `decided` writes its own record in its place, with what the allow knew that the
   handler does not (the client's trace id);
 - a request that never reaches its handler (refused by the protocol layer after admission: a
-  version or header mismatch, params that are not an object) still leaves the allow: `deciding`
-  writes what is still held when the request ends, whatever way it ends.
+  version or header mismatch, params that are not an object), or whose handler decides nothing (a
+  `tools/call` of a tool that answers at once), still leaves the allow: `deciding` writes what is
+  still held when the request ends, whatever way it ends.
 
 Every other method's allow, and every refusal, is written at once, as before; so is everything
 recorded outside a request (unit tests, the lab's own routes). Nothing is ever dropped: a held allow
@@ -28,9 +31,9 @@ from contextvars import ContextVar
 
 from aml_mcp.audit.events import AuditEvent, AuditRecorder, Decision
 
-DECIDED_BY_HANDLER = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
-"""Methods whose handler records the request's decision itself (`tasks.handlers.TASK_METHODS`; a test
-keeps them equal)."""
+DECIDED_BY_HANDLER = frozenset({"tasks/get", "tasks/update", "tasks/cancel", "tools/call"})
+"""Methods whose handler may record the request's decision itself (`tasks.handlers.TASK_METHODS`, and
+`tools/call` for a task tool's create; a test keeps them equal)."""
 KEPT_FROM_ADMISSION = ("trace_id",)
 """What the handler's record takes over from the gate's allow it replaces."""
 
