@@ -9,8 +9,9 @@ notified tasks whose lookup failed were dropped, so streams waited for final sta
 already held (the review: 7 of 12 streams missed 1 to 3; here half the streams missed 2 of 12).
 
 The second test keeps a resync failing (the tasks table renamed away, the listener connection
-terminated) and sees the stream closed with `resync_failed` once `listen.catch_up_seconds` have
-passed, so its client reconnects, and the new stream starts with the current state. Before, the
+terminated; the stream follows a task still running, since a finished one is re-read from memory)
+and sees the stream closed with `resync_failed` once `listen.catch_up_seconds` have passed, so its
+client reconnects, and the new stream starts with the current state. Before, the
 failed resync was logged once and the stream stayed open, behind, with nothing more to come.
 """
 
@@ -34,7 +35,7 @@ from aml_mcp.conformance.fixtures import fixture_catalog
 from aml_mcp.subscriptions.listen import CLOSE_REASON_KEY
 from aml_mcp.subscriptions.postgres_bus import listener_name
 from tests.support.live_server import LiveServer
-from tests.support.mcp_http import TASKS_ONLY, create, get, headers_for, message, wait_for
+from tests.support.mcp_http import TASKS_ONLY, create, get, headers_for, message
 from tests.support.postgres import new_schema_name
 from tests.support.private_postgres import PrivatePostgres
 from tests.support.settings import open_settings
@@ -122,11 +123,12 @@ def test_a_stream_that_cannot_be_caught_up_is_closed_and_its_reconnect_starts_wi
 ) -> None:
     schema = new_schema_name()
     with replicas(private_postgres, tmp_path, schema, listen={"catch_up_seconds": 1.0}) as (a, b):
-        task_id = create(a, "slow_compute", {"seconds": 0.1, "label": "done"})["taskId"]
-        wait_for(a, task_id, "completed")
+        # A task still running: a finished one is re-read from the replica's memory (terminal rows
+        # never change), so its resync would succeed without the table.
+        task_id = create(a, "slow_compute", {"seconds": 60, "label": "running"})["taskId"]
         with listening(b, [task_id]) as stream:
             first = stream.next()
-            assert first is not None and first["params"]["status"] == "completed"
+            assert first is not None and first["params"]["status"] == "working"
             tasks = sql.Identifier(schema, "tasks")
             with private_postgres.connect() as admin:
                 admin.execute(sql.SQL("ALTER TABLE {} RENAME TO tasks_away").format(tasks))
@@ -145,4 +147,4 @@ def test_a_stream_that_cannot_be_caught_up_is_closed_and_its_reconnect_starts_wi
         assert result.get("result", {}).get("_meta", {}).get(CLOSE_REASON_KEY) == "resync_failed", rest
         with listening(b, [task_id]) as again:
             current = again.next()
-            assert current is not None and current["params"]["status"] == "completed"
+            assert current is not None and current["params"]["status"] == "working"
