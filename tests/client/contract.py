@@ -172,8 +172,11 @@ async def _check_tool(
     trace_id = traceparent.split("-")[1]
 
     def traced() -> bool:
-        calls = server.audit(since=mark, method="tools/call", target=name, decision="allow")
-        return any((e["detail"] or {}).get("trace_id") == trace_id for e in calls)
+        # A call answered at once leaves the gate's allow (its target: the tool); a task tool's
+        # leaves one `task_created` (its target: the task; the tool in its detail).
+        calls = server.audit(since=mark, method="tools/call", decision="allow")
+        ours = [e for e in calls if e["target"] == name or (e["detail"] or {}).get("tool") == name]
+        return any((e["detail"] or {}).get("trace_id") == trace_id for e in ours)
 
     try:
         eventually(traced, timeout=3.0, what="the call's audit record")
