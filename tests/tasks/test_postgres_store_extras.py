@@ -258,6 +258,7 @@ async def test_a_finished_task_is_answered_from_memory_and_only_to_its_owner_unt
 
     kept = await store.find(task.task_id, alice, NOW + 2)
     assert kept == done
+    assert await store.scope_of(task.task_id, alice, NOW + 2) == task.scope
     assert await store.find(task.task_id, owner(subject="mallory"), NOW + 2) is None
     assert await store.find(task.task_id, owner(subject="alice", client_id="other"), NOW + 2) is None
     assert await store.find(task.task_id, alice, task.expires_at) is None  # expired: gone from memory too
@@ -312,6 +313,9 @@ _OWNER = (b"issuer", b"alice", b"bank-a", b"client-1")
 
 
 def _row(task_id: str, result: str, status: str = "completed") -> tuple[object, ...]:
-    row: list[object] = [None] * 26
-    row[0], row[1:5], row[9], row[13], row[19] = task_id, _OWNER, status, result, NOW + 60_000
-    return tuple(row)
+    columns = [name.strip() for name in COLUMNS.split(",")]
+    values = dict(
+        zip(("owner_issuer", "owner_subject", "owner_tenant", "owner_client_id"), _OWNER, strict=True)
+    )
+    values |= {"task_id": task_id, "status": status, "result": result, "expires_at": NOW + 60_000}
+    return tuple(values.get(name) for name in columns)

@@ -79,14 +79,24 @@ MIGRATION = Migration(
     ],
 )
 
-_COLUMNS = (
-    "time, issuer, subject, tenant, client_id, token_id, method, target, decision, reason, detail,"
-    " unverified, unverified_jti, trace_id"
+_COLUMN_TYPES = (
+    *(
+        (name, "text")
+        for name in (
+            *("time", "issuer", "subject", "tenant", "client_id", "token_id"),
+            *("method", "target", "decision", "reason", "detail"),
+        )
+    ),
+    ("unverified", "boolean"),
+    ("unverified_jti", "text"),
+    ("trace_id", "text"),
 )
-_INSERT = f"INSERT INTO audit_events ({_COLUMNS}) VALUES ({', '.join(['%s'] * 14)})"  # noqa: S608
+"""The columns a row (`_with_lookups`) fills, in its order, with their types."""
+_COLUMNS = ", ".join(name for name, _ in _COLUMN_TYPES)
+_INSERT = f"INSERT INTO audit_events ({_COLUMNS}) VALUES ({', '.join(['%s'] * len(_COLUMN_TYPES))})"  # noqa: S608
 _INSERT_ALL = (
     f"INSERT INTO audit_events ({_COLUMNS}) SELECT * FROM unnest("  # noqa: S608
-    + ", ".join(["%s::text[]"] * 11 + ["%s::boolean[]", "%s::text[]", "%s::text[]"])
+    + ", ".join(f"%s::{kind}[]" for _, kind in _COLUMN_TYPES)
     + ")"
 )
 """A whole batch in one statement of constant text (one array per column, rows in batch order): one

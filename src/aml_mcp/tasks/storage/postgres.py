@@ -183,8 +183,9 @@ def _refuse_uncounted(counted: tuple[Any, ...], quota: TaskQuota, now_ms: int) -
 
 
 _TERMINAL = frozenset(status.value for status in TERMINAL)
-_STATUS, _EXPIRES_AT = 9, 19
-"""Where a row of `COLUMNS` holds the status and the expiry."""
+_AT = {name.strip(): index for index, name in enumerate(COLUMNS.split(","))}
+"""Where a row of `COLUMNS` holds each column."""
+_OWNER_COLUMNS = slice(_AT["owner_issuer"], _AT["owner_client_id"] + 1)
 TERMINAL_ROWS_BYTES = 16 * 1024 * 1024
 """What the rows of terminal tasks kept in memory may hold in all (text and bytes); a row larger
 than a sixteenth of it is not kept."""
@@ -202,35 +203,37 @@ class _TerminalRows:
 
     def __init__(self, budget: int = TERMINAL_ROWS_BYTES) -> None:
         self._budget = budget
-        self._rows: OrderedDict[str, tuple[tuple[Any, ...], int]] = OrderedDict()
+        self._rows: OrderedDict[str, tuple[tuple[Any, ...], tuple[bytes, ...], int]] = OrderedDict()
+        """Task id → (row, its owner as `_owner_key` gives it, its size)."""
         self._bytes = 0
 
     def find(self, task_id: str, owner: tuple[bytes, ...], now_ms: int) -> tuple[Any, ...] | None:
         kept = self._rows.get(task_id)
         if kept is None:
             return None
-        row = kept[0]
-        if row[_EXPIRES_AT] <= now_ms:
+        row, row_owner, _ = kept
+        if row[_AT["expires_at"]] <= now_ms:
             self._drop(task_id)
             return None
-        if tuple(bytes(value) for value in row[1:5]) != owner:
+        if row_owner != owner:
             return None
         self._rows.move_to_end(task_id)
         return row
 
     def keep(self, row: tuple[Any, ...]) -> None:
-        if row[_STATUS] not in _TERMINAL:
+        if row[_AT["status"]] not in _TERMINAL:
             return
         size = sum(len(value) for value in row if isinstance(value, str | bytes))
-        if size > self._budget // 16 or row[0] in self._rows:
+        task_id = row[_AT["task_id"]]
+        if size > self._budget // 16 or task_id in self._rows:
             return
-        self._rows[row[0]] = (row, size)
+        self._rows[task_id] = (row, tuple(bytes(value) for value in row[_OWNER_COLUMNS]), size)
         self._bytes += size
         while self._bytes > self._budget:
             self._drop(next(iter(self._rows)))
 
     def _drop(self, task_id: str) -> None:
-        _, size = self._rows.pop(task_id)
+        *_, size = self._rows.pop(task_id)
         self._bytes -= size
 
 
@@ -274,7 +277,7 @@ def tenant_lock_name(owner: Owner) -> str:
 
 
 def _owner_key(owner: Owner) -> tuple[bytes, ...]:
-    """The owner as a row of `COLUMNS` holds it (columns 1-4)."""
+    """The owner as a row of `COLUMNS` holds it (`_OWNER_COLUMNS`)."""
     return (_b(owner.issuer), _b(owner.subject), _b(owner.tenant), _b(owner.client_id))
 
 
@@ -371,6 +374,10 @@ class PostgresTaskStore:
     async def scope_of(self, task_id: str, owner: Owner, now_ms: int) -> str | None:
         if not findable(task_id, owner):
             return None
+        kept = self._terminal.find(task_id, _owner_key(owner), now_ms)
+        if kept is not None:
+            scope: str | None = kept[_AT["required_scope"]]
+            return scope
         sql = f"SELECT required_scope FROM tasks WHERE {_OWNED}"  # noqa: S608
         rows = await self._run(sql, DIALECT.owned_args(task_id, owner, now_ms))
         return rows[0][0] if rows else None
