@@ -256,6 +256,27 @@ class PostgresDatabase:
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller stops here, not later
         return rows
 
+    async def execute_together(self, statements: Sequence[tuple[str, Any]]) -> list[list[tuple[Any, ...]]]:
+        """Several statements as one transaction sent in one round trip (pipeline mode): all of them
+        commit or none does; each statement's rows, in order. Finished even if the caller is
+        cancelled meanwhile (`_shielded`).
+
+        One commit where there would be one per statement: one WAL flush, and for statements that
+        NOTIFY one turn at the lock through which PostgreSQL serializes every NOTIFYing commit of
+        the server. Statements that update several rows each must lock them in one order (the
+        callers' concern), or two such transactions can deadlock."""
+        results: list[list[tuple[Any, ...]]] = []
+        with self._shielded() as shield:
+            async with self.pool.connection() as conn:
+                async with conn.pipeline(), conn.transaction():
+                    cursors = [await conn.execute(query, params) for query, params in statements]
+                for cursor in cursors:
+                    results.append(await cursor.fetchall() if _returns_rows(cursor) else [])
+        if shield.cancelled_caught:
+            raise _overran(self._shield_seconds)
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return results
+
     @property
     def _shield_seconds(self) -> float:
         return self.budget.wait_seconds + STATEMENT_SECONDS

@@ -44,7 +44,7 @@ import asyncio
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from aml_mcp.principal import Owner
@@ -70,6 +70,7 @@ from aml_mcp.tasks.storage import (
     refuse_unstorable_key,
     task_row,
 )
+from aml_mcp.tasks.storage.postgres_grouped import GroupedWrites, Rows
 from aml_mcp.tasks.storage.postgres_schema import MIGRATION as MIGRATION  # every backend exports its own
 
 logger = logging.getLogger(__name__)
@@ -267,6 +268,12 @@ class _CreatedSignal:
                 return
 
 
+def _in_lock_order(where: str) -> str:
+    """The ids of the tasks `where` selects, their rows locked in task-id order: the order a group of
+    outcome writes locks its rows in (`postgres_grouped.py`), so the two never deadlock."""
+    return f"SELECT task_id FROM tasks WHERE {where} ORDER BY task_id FOR UPDATE"  # noqa: S608
+
+
 def tenant_lock_name(owner: Owner) -> str:
     """What the owner's (issuer, tenant) lock is named in `LockClass.TASKS_TENANT` (its second key is
     `hashtext` of it): length-prefixed, so no two (issuer, tenant) pairs join to the same text, and
@@ -297,6 +304,10 @@ class PostgresTaskStore:
         self._db = database
         self._created = _CreatedSignal(database)
         self._terminal = _TerminalRows()
+        self._outcomes = GroupedWrites(
+            self._run, self._run_together, lambda exc: isinstance(exc, StorageUnavailable)
+        )
+        """Runners' outcome writes, committed a group at a time (`postgres_grouped.py`)."""
         self._outage = OutageLog(
             logger,
             down="task storage unavailable ({cause}: {error});"
@@ -326,6 +337,18 @@ class PostgresTaskStore:
             raise fault from exc
         self._recovered()
         return rows
+
+    async def _run_together(self, statements: Sequence[tuple[str, Any]]) -> list[Rows]:
+        """Statements as one transaction (`PostgresDatabase.execute_together`), faults as in `_run`."""
+        try:
+            answers = await self._db.execute_together(statements)
+        except Exception as exc:
+            fault = self._fault(exc)
+            if fault is None:
+                raise
+            raise fault from exc
+        self._recovered()
+        return answers
 
     async def create(
         self, task: TaskRecord, quota: TaskQuota | None = None, *, idempotency_key: str | None = None
@@ -417,7 +440,10 @@ class PostgresTaskStore:
             params.append(self._db.channel(CONTROL_CHANNEL))
         if notices:
             update = f"WITH u AS ({update}) SELECT u.*, {', '.join(notices)} FROM u"  # noqa: S608
-        rows = await self._run(update, params)
+        if holder is not None and change.status in TERMINAL:  # a runner's outcome: may share a commit
+            rows = await self._outcomes.execute(task_id, update, params)
+        else:
+            rows = await self._run(update, params)
         if not rows:
             return None
         row = rows[0][: -len(notices)] if notices else rows[0]
@@ -429,18 +455,16 @@ class PostgresTaskStore:
     ) -> LeaseReport:
         if not storable(holder):
             return LeaseReport(held=frozenset(), cancel_requested=frozenset())
-        if task_ids is not None:
-            task_ids = [task_id for task_id in task_ids if storable(task_id)]
-        sql = (
-            f"UPDATE tasks SET lease_expires_at = %s WHERE lease_holder = %s AND {ACTIVE}"  # noqa: S608
-            " AND expires_at > %s"
-        )
+        where = f"lease_holder = %s AND {ACTIVE} AND expires_at > %s"
         args: list[Any] = [lease_until_ms, holder, now_ms]
         if task_ids is not None:
-            sql += " AND task_id = ANY(%s)"
-            args.append(list(task_ids))
-        sql += " RETURNING task_id, cancel_requested"
-        rows = await self._run(sql, args)
+            where += " AND task_id = ANY(%s)"
+            args.append([task_id for task_id in task_ids if storable(task_id)])
+        rows = await self._run(
+            f"UPDATE tasks SET lease_expires_at = %s WHERE task_id IN ({_in_lock_order(where)})"  # noqa: S608
+            " RETURNING task_id, cancel_requested",
+            args,
+        )
         return LeaseReport(
             held=frozenset(row[0] for row in rows),
             cancel_requested=frozenset(row[0] for row in rows if row[1]),
@@ -458,7 +482,7 @@ class PostgresTaskStore:
             counted, args = "(task_id = ANY(%s))::int", [list(handed_over), holder]
         sql = (
             f"UPDATE tasks SET lease_expires_at = 0, handovers = handovers + {counted}"  # noqa: S608
-            f" WHERE lease_holder = %s AND {ACTIVE}"
+            f" WHERE task_id IN ({_in_lock_order(f'lease_holder = %s AND {ACTIVE}')})"
         )
         await self._run(sql, args)
 
