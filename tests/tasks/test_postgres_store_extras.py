@@ -24,6 +24,7 @@ from aml_mcp.tasks.storage import COLUMNS, Change, QuotaExceeded, TaskQuota, tas
 from aml_mcp.tasks.storage.postgres import (
     CHANNEL,
     CREATED_CHANNEL,
+    CREATED_SIGNAL_SPACING_SECONDS,
     DIALECT,
     MIGRATION,
     PostgresTaskStore,
@@ -191,6 +192,36 @@ async def test_a_quota_counted_create_left_for_workers_signals_them_only_when_it
         assert await _drain(conn, 0.5) == []
     finally:
         await conn.close()
+
+
+async def test_a_burst_of_creates_wakes_workers_with_fewer_signals_the_last_after_the_last_commit(
+    pg: PostgresDatabase,
+) -> None:
+    """Each signal makes every idle worker claim (and one claim takes every waiting task), so a burst
+    needs a few signals rather than one per create, but its last create must still be followed by
+    one: else that task waits for the claim poll."""
+    store = PostgresTaskStore(pg)
+    conn = await psycopg.AsyncConnection.connect(pg.url, autocommit=True, **pg.connect_kwargs())
+    await conn.execute(f"LISTEN {pg.channel(CREATED_CHANNEL)}")
+    heard: list[float] = []
+    last_commit = 0.0
+
+    async def hear() -> None:
+        async for _ in conn.notifies(timeout=1.5):
+            heard.append(anyio.current_time())
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(hear)
+            started = anyio.current_time()
+            for i in range(60):
+                await store.create(record(owner(subject=f"s{i}"), now=NOW + i, holder=None))
+            last_commit = anyio.current_time()
+    finally:
+        await conn.close()
+    most = (last_commit - started) / CREATED_SIGNAL_SPACING_SECONDS + 2
+    assert 1 <= len(heard) <= most, f"{len(heard)} signals for 60 creates in {last_commit - started:.3f} s"
+    assert heard[-1] >= last_commit, "the burst's last task was left for the claim poll"
 
 
 async def test_a_create_queued_on_its_tenants_lock_counts_what_the_holder_committed(
