@@ -1,6 +1,7 @@
-"""Runners' outcomes on PostgreSQL share commits (`tasks/storage/postgres_grouped.py`), and lose
-nothing by it: every outcome lands and is announced, a refused one fails alone, and the lease
-heartbeat, which locks many of the same rows, never deadlocks with a group."""
+"""Creates and runners' outcomes on PostgreSQL share commits (`tasks/storage/postgres_grouped.py`),
+and lose nothing by it: every outcome lands and is announced, a refused one fails alone, the lease
+heartbeat, which locks many of the same rows, never deadlocks with a group, and grouped creates
+keep every quota exact."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
-from aml_mcp.tasks.storage import Change
+from aml_mcp.tasks.storage import Change, QuotaExceeded, TaskQuota
 from aml_mcp.tasks.storage.postgres import CHANNEL, MIGRATION, PostgresTaskStore
 from tests.support.postgres import scratch_database
 from tests.tasks.factories import owner, record
@@ -127,3 +128,43 @@ async def test_the_lease_heartbeat_and_groups_of_outcomes_never_deadlock(pg: Pos
                     outcomes.start_soon(_complete, store, task, answers)
             finished.set()
     assert all(answers[task.task_id] is not None for task in tasks)
+
+
+async def test_creates_arriving_together_share_commits_and_each_tenants_quota_stays_exact(
+    pg: PostgresDatabase,
+) -> None:
+    """Sixty creates at once from three banks of two analysts each; a bank may have 7 unfinished
+    tasks and an analyst 5, so both counts bind. Grouped, each statement still counts under its
+    tenant's lock and sees what the group's earlier statements inserted."""
+    store = PostgresTaskStore(pg)
+    quota = TaskQuota(active_per_principal=5, active_per_tenant=7, created_per_principal=1000)
+    outcomes: list[str] = []
+
+    async def create(i: int) -> None:
+        task = record(owner(subject=f"a{i % 6}", tenant=f"bank-{i % 3}"), now=NOW + i, holder=None)
+        try:
+            await store.create(task, quota)
+            outcomes.append("stored")
+        except QuotaExceeded as refused:
+            outcomes.append(refused.per)
+
+    async with anyio.create_task_group() as group:
+        for i in range(60):
+            group.start_soon(create, i)
+    async with pg.transaction() as conn:
+        cursor = await conn.execute(
+            "SELECT convert_from(owner_tenant, 'UTF8'), COUNT(*), MAX(n) FROM"
+            " (SELECT owner_tenant, COUNT(*) OVER (PARTITION BY owner_subject) AS n FROM tasks) t"
+            " GROUP BY 1 ORDER BY 1"
+        )
+        per_tenant = await cursor.fetchall()
+        cursor = await conn.execute("SELECT COUNT(DISTINCT xmin::text) FROM tasks")
+        [commits] = await cursor.fetchone() or (0,)
+    assert [(tenant, count) for tenant, count, _ in per_tenant] == [
+        ("bank-0", 7),
+        ("bank-1", 7),
+        ("bank-2", 7),
+    ]
+    assert all(most <= 5 for _, _, most in per_tenant), "an analyst has more than 5 unfinished tasks"
+    assert outcomes.count("stored") == 21 and len(outcomes) == 60
+    assert commits < 21, "every create was its own transaction: none shared a commit"

@@ -147,8 +147,10 @@ class PostgresAuditTable:
 
     def _write(self, prepared: Sequence[Prepared]) -> int:
         conn = self._connection()
-        with conn.transaction():
-            return _insert(conn, prepared)
+        if _insert_all(conn, prepared):
+            return 0
+        with conn.transaction():  # the batch with a bad event in it, still all or nothing
+            return _insert_each(conn, prepared)
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -156,15 +158,21 @@ class PostgresAuditTable:
             conn.close()
 
 
-def _insert(conn: psycopg.Connection[Any], prepared: Sequence[Prepared]) -> int:
+def _insert_all(conn: psycopg.Connection[Any], prepared: Sequence[Prepared]) -> bool:
+    """The whole batch as one statement, atomic on its own (the connection autocommits): one round
+    trip per batch. False when some event is bad (nothing was written): `_insert_each` finds it."""
     rows = [_with_lookups(row) for _, row, _ in prepared if row is not None]
-    if len(rows) == len(prepared):
-        try:
-            with conn.transaction():
-                conn.execute(_INSERT_ALL, [list(column) for column in zip(*rows, strict=True)])
-            return 0
-        except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError):
-            pass  # some row is bad: find it below, row by row
+    if len(rows) != len(prepared):
+        return False
+    try:
+        conn.execute(_INSERT_ALL, [list(column) for column in zip(*rows, strict=True)])
+    except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError):
+        return False
+    return True
+
+
+def _insert_each(conn: psycopg.Connection[Any], prepared: Sequence[Prepared]) -> int:
+    """Event by event inside the caller's transaction, a bad one replaced by a placeholder."""
     placeholders = 0
     for event, row, error in prepared:
         if row is not None:

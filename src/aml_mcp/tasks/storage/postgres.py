@@ -47,6 +47,8 @@ from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from typing import Any
 
+import psycopg
+
 from aml_mcp.principal import Owner
 from aml_mcp.store.locks import LockClass
 from aml_mcp.store.outage import OutageLog
@@ -313,10 +315,9 @@ class PostgresTaskStore:
         self._db = database
         self._created = _CreatedSignal(database)
         self._terminal = _TerminalRows()
-        self._outcomes = GroupedWrites(
-            self._run, self._run_together, lambda exc: isinstance(exc, StorageUnavailable)
-        )
-        """Runners' outcome writes, committed a group at a time (`postgres_grouped.py`)."""
+        self._creates = self._grouped()
+        self._outcomes = self._grouped()
+        """Creates, and runners' outcome writes, committed a group at a time (`postgres_grouped.py`)."""
         self._outage = OutageLog(
             logger,
             down="task storage unavailable ({cause}: {error});"
@@ -347,10 +348,17 @@ class PostgresTaskStore:
         self._recovered()
         return rows
 
+    def _grouped(self) -> GroupedWrites:
+        return GroupedWrites(self._run, self._run_together, lambda exc: isinstance(exc, StorageUnavailable))
+
     async def _run_together(self, statements: Sequence[tuple[str, Any]]) -> list[Rows]:
-        """Statements as one transaction (`PostgresDatabase.execute_together`), faults as in `_run`."""
+        """Statements as one transaction (`PostgresDatabase.execute_together`), faults as in `_run`;
+        a deadlock or serialization failure is the group's conflict, not a fault: left as it is, so
+        the statements run again one by one."""
         try:
             answers = await self._db.execute_together(statements)
+        except psycopg.errors.TransactionRollback:
+            raise
         except Exception as exc:
             fault = self._fault(exc)
             if fault is None:
@@ -365,12 +373,14 @@ class PostgresTaskStore:
         refuse_unstorable_key(idempotency_key)
         row = (*task_row(task, DIALECT), idempotency_key)
         values = ", ".join(["%s"] * len(row))
+        order = tenant_lock_name(task.owner)
         if quota is None and idempotency_key is None:
-            await self._run(f"INSERT INTO tasks ({COLUMNS}, idempotency_key) VALUES ({values})", row)  # noqa: S608
+            insert = f"INSERT INTO tasks ({COLUMNS}, idempotency_key) VALUES ({values})"  # noqa: S608
+            await self._creates.execute(order, insert, row)
             self._stored(task)
             return task
         params = _create_params(task, quota, idempotency_key, row)
-        [counted] = await self._run(_create_statement(values), params)
+        [counted] = await self._creates.execute(order, _create_statement(values), params)
         held = counted[_HELD]
         if held is not None:
             rows = await self._run(

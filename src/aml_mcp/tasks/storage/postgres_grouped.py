@@ -1,21 +1,24 @@
-"""Runners' outcome writes on PostgreSQL, several to a transaction (group commit).
+"""Creates and runners' outcomes on PostgreSQL, several to a transaction (group commit).
 
-A busy runner finishes tasks faster than one statement at a time can record them: each outcome is
-its own transaction, its own WAL flush and — since it NOTIFYs listeners — its own turn at the lock
-through which PostgreSQL serializes every NOTIFYing commit of the server. Here the first outcome is
-sent at once, and those that arrive while it commits wait and then go together: one transaction,
-one round trip, one flush, one turn at the NOTIFY lock for the whole group. Under no load nothing
-waits; under load a group forms on its own.
+A busy replica writes tasks faster than one statement at a time can commit them: each create and
+each outcome is its own transaction, its own round trip and WAL flush, and an outcome, which
+NOTIFYs listeners, its own turn at the lock through which PostgreSQL serializes every NOTIFYing
+commit of the server. Here the first write is sent at once, and those that arrive while it commits
+wait and then go together: one transaction, one round trip, one flush, one turn at the NOTIFY lock
+for the whole group. Under no load nothing waits; under load a group forms on its own.
 
-Each write is the same conditional statement it would be alone (owner, version and lease holder
-checked), so a group changes nothing but the number of commits. If a group fails for anything
-but a storage fault (a statement the database refuses), its writes run again one by one, so each
-caller gets its own statement's answer and no write is lost with another's error. A storage fault
-reaches every caller of the group, as it would have reached each alone.
+Each write is the same statement it would be alone (a create counts its tenant under the tenant's
+lock; an outcome checks owner, version and lease holder), and later statements of a group see what
+earlier ones wrote, so a group changes nothing but the number of commits. If a group fails for
+anything but a storage fault (a statement the database refuses, a deadlock it broke), its writes
+run again one by one, so each caller gets its own statement's answer and no write is lost with
+another's error. A storage fault reaches every caller of the group, as it would have reached each
+alone.
 
-Row locks: a group locks its rows in task-id order, and the other statements that lock several
-tasks' rows (`renew`, `release`) take theirs in the same order, so two of them never wait on each
-other in a cycle.
+Locks: creates and outcomes form separate groups (a group of creates takes tenants' advisory
+locks, one of outcomes takes rows), and a group runs its statements in the order of their keys —
+the tenant's lock name, the task id — so two groups take their locks in one order. The other
+statements that lock several tasks' rows (`renew`, `release`) take theirs in task-id order too.
 """
 
 from __future__ import annotations
@@ -34,14 +37,15 @@ MOST_PER_GROUP = 64
 
 @dataclass
 class _Write:
-    task_id: str
+    order: str
     query: str
     params: Any
     answer: asyncio.Future[Rows] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class GroupedWrites:
-    """Statements, each changing one task's row, committed a group at a time."""
+    """Statements, each writing one task's row, committed a group at a time; a group's statements run
+    in the order of their `order` keys, so two groups take their locks in one order."""
 
     def __init__(
         self,
@@ -55,10 +59,10 @@ class GroupedWrites:
         self._waiting: list[_Write] = []
         self._sending: asyncio.Task[None] | None = None
 
-    async def execute(self, task_id: str, query: str, params: Any) -> Rows:
+    async def execute(self, order: str, query: str, params: Any) -> Rows:
         """The rows `query` returned, once its group committed. The caller waits for the commit even
         when cancelled meanwhile, as it would for a statement of its own (`PostgresDatabase.execute`)."""
-        write = _Write(task_id, query, params)
+        write = _Write(order, query, params)
         self._waiting.append(write)
         if self._sending is None or self._sending.done():
             self._sending = asyncio.get_running_loop().create_task(self._send_waiting())
@@ -71,7 +75,7 @@ class GroupedWrites:
         group: list[_Write] = []
         try:
             while self._waiting:
-                group = sorted(self._waiting[:MOST_PER_GROUP], key=lambda write: write.task_id)
+                group = sorted(self._waiting[:MOST_PER_GROUP], key=lambda write: write.order)
                 del self._waiting[:MOST_PER_GROUP]
                 await self._send(group)
         finally:  # stopped (the event loop closing): no caller waits for ever
