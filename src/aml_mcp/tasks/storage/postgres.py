@@ -8,7 +8,7 @@ once:
   identity, owner, tool, scope or expiry (the second wall behind the conditional updates).
 - The owner columns are `BYTEA` (UTF-8): PostgreSQL `TEXT` cannot hold NUL, and a token's claims
   can. Status messages are stored JSON-encoded for the same reason.
-- Quota: `create` is one autocommit statement whose first step (`tasks_room`, a PL/pgSQL function)
+- Quota: `create` is one statement whose first step (`tasks_room`, a PL/pgSQL function)
   takes a transaction-scoped advisory lock on the owner's (issuer, tenant)
   (`LockClass.TASKS_TENANT`) and then counts, each count on a snapshot taken after the lock; the
   insert follows in the same statement and the lock holds to its commit. So two creates of one
@@ -16,6 +16,8 @@ once:
   for is the server's lock-count-insert-commit alone, never a client round trip. An advisory lock
   rather than SERIALIZABLE: it serializes only creates of the same tenant, only when a quota or a
   key applies, and never fails with a serialization error that every caller would have to retry.
+- Group commit (`postgres_grouped.py`): creates, and runners' outcomes, that arrive while one
+  commits share the next transaction, each still the statement it would be alone.
 - Idempotency keys: a keyed create takes the same lock, then looks the key up (owner and key, the
   unique index's columns) before it counts or inserts, so creates racing with one key on any number
   of replicas store one task, and a repeat is answered from the row the first one committed.
@@ -134,7 +136,7 @@ _HELD = 4
 
 
 def _create_statement(values: str) -> str:
-    """Counted (`tasks_room`, `postgres_schema.py`) and inserted in one autocommit statement, only if
+    """Counted (`tasks_room`, `postgres_schema.py`) and inserted in one statement, only if
     there is room and the key names no live task; answers (tenant, principal, made in the window, the
     oldest of those, the task the key names, inserted)."""
     return (
