@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import anyio
 import pytest
@@ -73,6 +73,21 @@ RETRY_SECONDS = 60.0
 """How long a caller retries a storage fault (the pool reconnects within a few seconds)."""
 
 
+async def _retried(attempt: Callable[[], Awaitable[None]]) -> int:
+    """`attempt` again after each storage fault, as the runner and the clients do, until it gets
+    through; how many faults it met."""
+    faults = 0
+    give_up = anyio.current_time() + RETRY_SECONDS
+    while anyio.current_time() < give_up:
+        try:
+            await attempt()
+            return faults
+        except StorageUnavailable:
+            faults += 1
+            await anyio.sleep(0.02)
+    raise AssertionError("the store never came back")
+
+
 async def test_outcomes_of_groups_that_lose_their_connection_land_exactly_once(
     store: PostgresTaskStore, resets: Resets
 ) -> None:
@@ -86,29 +101,24 @@ async def test_outcomes_of_groups_that_lose_their_connection_land_exactly_once(
 
         async def finish(task: TaskRecord) -> None:
             nonlocal faults
-            done = Change(
-                status=TaskStatus.COMPLETED, result={"content": [{"type": "text", "text": task.task_id}]}
-            )
-            give_up = anyio.current_time() + RETRY_SECONDS
-            while anyio.current_time() < give_up:
-                try:
-                    current = await store.find(task.task_id, task.owner, NOW + 10)
-                    if current is not None and current.terminal:
-                        return  # the group committed before its connection died
-                    assert current is not None
-                    await store.transition(
-                        task.task_id,
-                        task.owner,
-                        expected_version=current.version,
-                        change=done,
-                        now_ms=NOW + 10,
-                        holder=HOLDER,
-                    )
-                    return
-                except StorageUnavailable:
-                    faults += 1
-                    await anyio.sleep(0.02)
-            raise AssertionError("the store never came back")
+            result = {"content": [{"type": "text", "text": task.task_id}]}
+            done = Change(status=TaskStatus.COMPLETED, result=result)
+
+            async def attempt() -> None:
+                current = await store.find(task.task_id, task.owner, NOW + 10)
+                assert current is not None
+                if current.terminal:
+                    return  # the group committed before its connection died
+                await store.transition(
+                    task.task_id,
+                    task.owner,
+                    expected_version=current.version,
+                    change=done,
+                    now_ms=NOW + 10,
+                    holder=HOLDER,
+                )
+
+            faults += await _retried(attempt)
 
         async with anyio.create_task_group() as group:
             for task in batch:
@@ -140,18 +150,15 @@ async def test_creates_of_groups_that_lose_their_connection_store_one_task_per_k
             key = f"key-{round_}-{i}"
             keys.append(key)
             task = record(owner(subject=f"s{i % 4}", tenant=f"bank-{i % 3}"), now=NOW + i, holder=HOLDER)
-            give_up = anyio.current_time() + RETRY_SECONDS
-            while anyio.current_time() < give_up:
+
+            async def attempt() -> None:
+                nonlocal refused
                 try:
                     await store.create(task, quota, idempotency_key=key)
-                    return
                 except QuotaExceeded:
                     refused += 1
-                    return
-                except StorageUnavailable:
-                    faults += 1
-                    await anyio.sleep(0.02)
-            raise AssertionError("the store never came back")
+
+            faults += await _retried(attempt)
 
         async with anyio.create_task_group() as group:
             for i in range(30):

@@ -46,8 +46,8 @@ import asyncio
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Awaitable, Collection, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -78,6 +78,8 @@ from aml_mcp.tasks.storage.postgres_grouped import GroupedWrites, Rows
 from aml_mcp.tasks.storage.postgres_schema import MIGRATION as MIGRATION  # every backend exports its own
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CHANNEL = "aml_task_events"
 """Where status changes are announced (`PostgresDatabase.channel` of it); payload
@@ -340,15 +342,24 @@ class PostgresTaskStore:
     async def _run(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """One statement, its own transaction (a `WITH ... UPDATE ... pg_notify` included: the
         notification goes out at that statement's commit); the rows it returns (if any)."""
+        return await self._faults_as_unavailable(self._db.execute(query, params))
+
+    async def _faults_as_unavailable(
+        self, statements: Awaitable[T], *, left: tuple[type[Exception], ...] = ()
+    ) -> T:
+        """What `statements` answer, a storage fault among their errors as `StorageUnavailable`
+        (errors of the `left` types stay what they are)."""
         try:
-            rows = await self._db.execute(query, params)
+            answer = await statements
+        except left:
+            raise
         except Exception as exc:  # psycopg's errors and the pool's own (closed, timed out)
             fault = self._fault(exc)
             if fault is None:
                 raise
             raise fault from exc
         self._recovered()
-        return rows
+        return answer
 
     def _grouped(self) -> GroupedWrites:
         return GroupedWrites(self._run, self._run_together, lambda exc: isinstance(exc, StorageUnavailable))
@@ -357,17 +368,9 @@ class PostgresTaskStore:
         """Statements as one transaction (`PostgresDatabase.execute_together`), faults as in `_run`;
         a deadlock or serialization failure is the group's conflict, not a fault: left as it is, so
         the statements run again one by one."""
-        try:
-            answers = await self._db.execute_together(statements)
-        except psycopg.errors.TransactionRollback:
-            raise
-        except Exception as exc:
-            fault = self._fault(exc)
-            if fault is None:
-                raise
-            raise fault from exc
-        self._recovered()
-        return answers
+        return await self._faults_as_unavailable(
+            self._db.execute_together(statements), left=(psycopg.errors.TransactionRollback,)
+        )
 
     async def create(
         self, task: TaskRecord, quota: TaskQuota | None = None, *, idempotency_key: str | None = None
