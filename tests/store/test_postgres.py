@@ -62,6 +62,22 @@ async def test_each_schema_is_a_world_of_its_own() -> None:
         assert row is not None and row[0] == 0
 
 
+async def test_statements_sent_together_commit_as_one_transaction_or_not_at_all() -> None:
+    async with scratch_database() as database:
+        await database.apply(STEPS)
+        insert = "INSERT INTO widgets (id) VALUES (%s) RETURNING txid_current()"
+        answers = await database.execute_together([(insert, (1,)), (insert, (2,)), (insert, (3,))])
+        assert len({rows[0][0] for rows in answers}) == 1  # one transaction id: one commit
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            await database.execute_together([(insert, (4,)), (insert, (1,)), (insert, (5,))])
+        # The refused statement took the others with it, and the connection is fit for the next caller.
+        for _ in range(database.pool.max_size + 1):
+            rows = await database.execute("SELECT id FROM widgets ORDER BY id")
+            assert [row[0] for row in rows] == [1, 2, 3]
+        answers = await database.execute_together([(insert, (4,))])
+        assert len(answers) == 1 and len(answers[0]) == 1
+
+
 async def test_now_is_the_database_clock() -> None:
     async with scratch_database() as database:
         before = time.time_ns() // 1_000_000

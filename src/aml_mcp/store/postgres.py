@@ -268,8 +268,19 @@ class PostgresDatabase:
         results: list[list[tuple[Any, ...]]] = []
         with self._shielded() as shield:
             async with self.pool.connection() as conn:
-                async with conn.pipeline(), conn.transaction():
-                    cursors = [await conn.execute(query, params) for query, params in statements]
+                # No `conn.transaction()`: in a pipeline it syncs after BEGIN, before and after the
+                # statements — three round trips. Statements up to a pipeline's one Sync are one
+                # implicit transaction (the connection is in autocommit): committed at the Sync if
+                # all succeeded, else rolled back, the statements after the failed one skipped.
+                try:
+                    async with conn.pipeline():
+                        cursors = [await conn.execute(query, params) for query, params in statements]
+                except Exception:
+                    # psycopg may take a statement the server skipped for being after the failed
+                    # one as prepared on this connection (its `transaction()` would forget them
+                    # all on rollback): closed, the pool replaces it with a clean one.
+                    await conn.close()
+                    raise
                 for cursor in cursors:
                     results.append(await cursor.fetchall() if _returns_rows(cursor) else [])
         if shield.cancelled_caught:
