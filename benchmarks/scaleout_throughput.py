@@ -3,11 +3,12 @@
     .venv/bin/python benchmarks/scaleout_throughput.py [--rounds 3] [--duration 4]
         [--database-url postgresql://postgres@127.0.0.1:5432/test]
 
-Four set-ups serve the conformance fixtures with authentication on (the development issuer; one
+Five set-ups serve the conformance fixtures with authentication on (the development issuer; one
 token per caller) and are all up at once; the task is `slow_compute` with `seconds: 0`:
 
 - `sqlite`: one `aml-mcp conformance-server` on its data dir (role all), requests straight to it;
 - `pg 1+1`: HAProxy, one API replica (`--role api`) and one worker on PostgreSQL;
+- `pg 3+1`: the same with three API replicas;
 - `pg own x1`: HAProxy and one replica that runs the tasks it creates (`--role all`), no worker;
 - `pg own x3`: the same with three such replicas.
 
@@ -15,10 +16,12 @@ Each round runs every workload — `create` and `get`, at c=1 and c=16 connectio
 spread over 16 callers (analysts) of one tenant (bank) or of 16 tenants — on every set-up, the
 set-ups' order rotating from round to round, so a shared machine's load falls on all alike; before
 each run every set-up's backlog of running tasks is drained, so no run pays for another's tasks. For each
-run it prints answers/s, p50 and p99, and the CPU per answer of our processes (replicas, workers,
-HAProxy) and of the PostgreSQL backends serving them (found through their sockets). The summary
-gives, per workload, the median over the rounds of each round's ratio against `sqlite` (and of
-`pg own x3` against `pg own x1`), with the range.
+run it prints answers/s, p50 and p99, the tasks its creates left running when it ended, and the CPU
+per answer of our processes (replicas, workers, HAProxy) and of the PostgreSQL backends serving them
+(found through their sockets), counted until those tasks have run: a set-up whose runners fall
+behind pays for the work it put off. The summary gives, per workload, the median over the rounds of
+each round's ratio against `sqlite` (and of three replicas against one, for either role), with the
+range.
 
 Nothing is pinned: on one 2-core host the replicas, the worker, HAProxy, PostgreSQL and this load
 generator share the cores; compare rows of one run only.
@@ -52,7 +55,8 @@ from loadgen import build_request, process_cpu_seconds, run_load, spawn_server  
 from tasks_http import call_body, get_body, headers  # noqa: E402
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
-SETUPS = ("sqlite", "pg 1+1", "pg own x1", "pg own x3")
+SETUPS = ("sqlite", "pg 1+1", "pg 3+1", "pg own x1", "pg own x3")
+THREE_AGAINST_ONE = (("pg 3+1", "pg 1+1"), ("pg own x3", "pg own x1"))
 TENANTS = 16
 CALLERS = 16
 SERVER_ENV = {
@@ -236,6 +240,8 @@ class Run:
     database_ms: float
     """CPU of the PostgreSQL backends serving them per answer (0 on SQLite)."""
     errors: int
+    left_running: int
+    """Tasks still running when the run ended (their running is in the CPU figures)."""
 
 
 def requests_for(
@@ -318,6 +324,8 @@ def measure(setup: Setup, workload: str, connections: int, tenants: int, duratio
             warmup=0.0,
         )
     )
+    left_running = setup.unfinished()
+    drain([setup])
     ours_after, db_after = cpu_of(setup.pids), cpu_of(backends)
     if setup.name != "sqlite":  # backends opened during the run count from their start
         for pid in backend_pids(url, setup.pids):
@@ -332,6 +340,7 @@ def measure(setup: Setup, workload: str, connections: int, tenants: int, duratio
         ours_ms=1000 * ours / good,
         database_ms=1000 * database / good,
         errors=result.errors,
+        left_running=left_running,
     )
 
 
@@ -365,14 +374,15 @@ def _summary(runs: dict[tuple[int, str, str], Run], rounds: int, workloads: list
                 f" [{min(ratios):.2f}-{max(ratios):.2f}]  CPU per answer (ours + database)"
                 f" {statistics.median(cpu):.2f}x [{min(cpu):.2f}-{max(cpu):.2f}]"
             )
-        three = [
-            runs[(r, workload, "pg own x3")].answered / max(runs[(r, workload, "pg own x1")].answered, 1e-9)
-            for r in range(rounds)
-        ]
-        lines.append(
-            f"  {workload:<22} pg own x3 / pg own x1: {statistics.median(three):.2f}x"
-            f" [{min(three):.2f}-{max(three):.2f}]"
-        )
+        for three, one in THREE_AGAINST_ONE:
+            ratios = [
+                runs[(r, workload, three)].answered / max(runs[(r, workload, one)].answered, 1e-9)
+                for r in range(rounds)
+            ]
+            lines.append(
+                f"  {workload:<22} {three} / {one}: {statistics.median(ratios):.2f}x"
+                f" [{min(ratios):.2f}-{max(ratios):.2f}]"
+            )
     return lines
 
 
@@ -407,6 +417,7 @@ def main() -> None:
         setups = [
             stack.enter_context(sqlite_server(work, config)),
             stack.enter_context(pg_cluster("pg 1+1", 1, 1, "api", url, config)),
+            stack.enter_context(pg_cluster("pg 3+1", 3, 1, "api", url, config)),
             stack.enter_context(pg_cluster("pg own x1", 1, 0, "all", url, config)),
             stack.enter_context(pg_cluster("pg own x3", 3, 0, "all", url, config)),
         ]
@@ -423,7 +434,7 @@ def main() -> None:
                         f"round {round_ + 1} {workload:<22} {setup.name:<10} {run.answered:7.0f}/s"
                         f"  p50 {run.p50_ms:7.2f} ms  p99 {run.p99_ms:7.2f} ms"
                         f"  CPU/answer ours {run.ours_ms:5.2f} ms + database {run.database_ms:5.2f} ms"
-                        f"  errors {run.errors}",
+                        f"  errors {run.errors}  left running {run.left_running}",
                         flush=True,
                     )
     print("\n".join(_summary(runs, args.rounds, workloads)))
