@@ -18,7 +18,9 @@ import pytest
 
 from aml_mcp.catalog.invocation import InvocationContext
 from aml_mcp.catalog.tools import Execution, ToolRegistry, ToolSpec
+from aml_mcp.tasks.clock import SystemClock
 from aml_mcp.tasks.model import TaskRecord, TaskStatus
+from aml_mcp.tasks.runner import WOKEN_CLAIM_SPACING_SECONDS, TaskRunner
 from aml_mcp.tasks.settings import TaskSettings
 from aml_mcp.tasks.storage.sqlite import COMPONENT, MIGRATIONS, SqliteTaskStore
 from tests.support.task_faults import open_database, owner_of, runner_on
@@ -91,3 +93,47 @@ async def test_every_lapsed_task_is_taken_over_in_the_first_recovery_pass(tmp_pa
         for task in rerun:
             ended = await r.row(task)
             assert ended.status is TaskStatus.COMPLETED and ended.attempts == 2
+
+
+class CountingClaims(SqliteTaskStore):
+    """The SQLite store, counting the claims made of it."""
+
+    claims = 0
+
+    async def claim(self, *args: Any, **kwargs: Any) -> list[TaskRecord]:
+        self.claims += 1
+        return await super().claim(*args, **kwargs)
+
+
+async def ended(store: SqliteTaskStore, task: TaskRecord) -> bool:
+    found = await store.find(task.task_id, task.owner, int(time.time() * 1000))
+    return found is not None and found.terminal
+
+
+async def test_a_burst_of_wake_ups_is_claimed_at_most_once_per_spacing(tmp_path: Path) -> None:
+    """Several API replicas each signal their creates: the worker's claims stay spaced, and a task
+    created unleased in the middle of the burst still runs at once."""
+    database = open_database(tmp_path / "db")
+    try:
+        await database.migrate(COMPONENT, MIGRATIONS)
+        store = CountingClaims(database)
+        runner = TaskRunner(store, tools(), SETTINGS, SystemClock())
+        async with runner.running():
+            await anyio.sleep(0.05)  # the start-up recovery pass
+            before, started = store.claims, time.monotonic()
+            created: TaskRecord | None = None
+            for i in range(100):
+                if i == 50:
+                    created = record(OWNERS[0], now=int(time.time() * 1000), holder=None, tool="again")
+                    await store.create(created)
+                runner.wake()
+                await anyio.sleep(0.002)
+            assert created is not None
+            with anyio.fail_after(30):
+                while not await ended(store, created):  # noqa: ASYNC110
+                    await anyio.sleep(0.005)
+            elapsed = time.monotonic() - started
+            claims = store.claims - before
+    finally:
+        database.close()
+    assert 1 <= claims <= elapsed / WOKEN_CLAIM_SPACING_SECONDS + 2, (claims, elapsed)

@@ -71,6 +71,11 @@ SHARED_MESSAGE = "Completed (one run for identical tasks created together)"
 
 CLAIM_BATCH = 256
 """Lapsed tasks claimed per store round trip; recovery keeps claiming until a batch comes back short."""
+WOKEN_CLAIM_SPACING_SECONDS = 0.01
+"""A claim woken by `wake()` starts at least this long after the previous claim started. Each API
+replica signals its creates at most once per `CREATED_SIGNAL_SPACING_SECONDS` (the PostgreSQL task
+store), so with several replicas the signals come several times as often: spaced, one claim takes
+what they all created meanwhile instead of one claim, with its own transaction, per signal."""
 FIRST_RETRY_SECONDS = 0.1
 """The first pause before a body stopped by a storage fault runs again in place (then doubled, up
 to one heartbeat)."""
@@ -467,6 +472,7 @@ class TaskRunner:
 
     async def _recovery(self) -> None:
         while True:
+            started = anyio.current_time()
             try:
                 await self.recover_once()
             except StorageUnavailable as exc:
@@ -478,6 +484,7 @@ class TaskRunner:
             with anyio.move_on_after(self._settings.claim_interval_ms / 1000):
                 await self._wake.wait()
             self._wake = anyio.Event()
+            await anyio.sleep(max(0.0, started + WOKEN_CLAIM_SPACING_SECONDS - anyio.current_time()))
 
     def heartbeat_now(self) -> None:
         """Re-read this runner's leases at once: another process asked to cancel a task it runs or
