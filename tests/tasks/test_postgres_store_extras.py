@@ -24,13 +24,13 @@ from aml_mcp.tasks.storage import COLUMNS, Change, QuotaExceeded, TaskQuota, tas
 from aml_mcp.tasks.storage.postgres import (
     CHANNEL,
     CREATED_CHANNEL,
-    CREATED_SIGNAL_SPACING_SECONDS,
     DIALECT,
     MIGRATION,
     PostgresTaskStore,
     _TerminalRows,
     tenant_lock_name,
 )
+from aml_mcp.tasks.storage.postgres_signal import CREATED_SIGNAL_SPACING_SECONDS
 from tests.support.clocks import OffsetClock
 from tests.support.postgres import scratch_database
 from tests.tasks.factories import owner, record
@@ -199,29 +199,33 @@ async def test_a_burst_of_creates_wakes_workers_with_fewer_signals_the_last_afte
 ) -> None:
     """Each signal makes every idle worker claim (and one claim takes every waiting task), so a burst
     needs a few signals rather than one per create, but its last create must still be followed by
-    one: else that task waits for the claim poll."""
+    one: else that task waits for the claim poll. A signal rides on a create's own statement when
+    one is due (counted creates and plain ones alike), else is sent alone after the spacing: each
+    signal heard counts the tasks committed by then, and the last must count them all."""
     store = PostgresTaskStore(pg)
+    quota = TaskQuota(active_per_principal=100, active_per_tenant=100, created_per_principal=100)
     conn = await psycopg.AsyncConnection.connect(pg.url, autocommit=True, **pg.connect_kwargs())
     await conn.execute(f"LISTEN {pg.channel(CREATED_CHANNEL)}")
-    heard: list[float] = []
-    last_commit = 0.0
+    heard: list[tuple[float, int]] = []
 
     async def hear() -> None:
         async for _ in conn.notifies(timeout=1.5):
-            heard.append(anyio.current_time())
+            [(committed,)] = await pg.execute("SELECT COUNT(*) FROM tasks")
+            heard.append((anyio.current_time(), committed))
 
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(hear)
             started = anyio.current_time()
             for i in range(60):
-                await store.create(record(owner(subject=f"s{i}"), now=NOW + i, holder=None))
+                task = record(owner(subject=f"s{i}"), now=NOW + i, holder=None)
+                await store.create(task, quota if i % 2 else None)
             last_commit = anyio.current_time()
     finally:
         await conn.close()
     most = (last_commit - started) / CREATED_SIGNAL_SPACING_SECONDS + 2
     assert 1 <= len(heard) <= most, f"{len(heard)} signals for 60 creates in {last_commit - started:.3f} s"
-    assert heard[-1] >= last_commit, "the burst's last task was left for the claim poll"
+    assert heard[-1][1] == 60, "the burst's last task was left for the claim poll"
 
 
 async def test_a_create_queued_on_its_tenants_lock_counts_what_the_holder_committed(

@@ -42,7 +42,6 @@ anything else (a bug, a constraint) stays what it is.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections import OrderedDict
@@ -76,6 +75,8 @@ from aml_mcp.tasks.storage import (
 )
 from aml_mcp.tasks.storage.postgres_grouped import GroupedWrites, Rows
 from aml_mcp.tasks.storage.postgres_schema import MIGRATION as MIGRATION  # every backend exports its own
+from aml_mcp.tasks.storage.postgres_signal import CREATED_CHANNEL as CREATED_CHANNEL  # beside the others
+from aml_mcp.tasks.storage.postgres_signal import Carried, CreatedSignal
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +85,6 @@ T = TypeVar("T")
 CHANNEL = "aml_task_events"
 """Where status changes are announced (`PostgresDatabase.channel` of it); payload
 `{"id", "v", "o": [issuer, subject, tenant, client]}`."""
-CREATED_CHANNEL = "aml_tasks_created"
-"""Signalled (no payload) in the transaction that creates an unleased task, so idle workers claim
-it at once instead of at their next claim poll."""
 CONTROL_CHANNEL = "aml_task_control"
 """Signalled in the transaction that requests a running task's cancellation or stores answers for
 it, with the lease holder as payload: that runner re-reads its leases at once instead of at its
@@ -137,17 +135,19 @@ _HELD = 4
 """The column of the create's answer naming the live task its idempotency key already names."""
 
 
-def _create_statement(values: str) -> str:
+def _create_statement(values: str, signal: bool) -> str:
     """Counted (`tasks_room`, `postgres_schema.py`) and inserted in one statement, only if
     there is room and the key names no live task; answers (tenant, principal, made in the window, the
-    oldest of those, the task the key names, inserted)."""
+    oldest of those, the task the key names, inserted). With `signal`, a last parameter names the
+    channel notified if the task was inserted (`postgres_signal.py`)."""
+    notify = ", (SELECT pg_notify(%s, '') FROM ins)" if signal else ""
     return (
         f"WITH r AS MATERIALIZED (SELECT * FROM tasks_room({_CREATE_ARGS})),"  # noqa: S608
         f" ins AS (INSERT INTO tasks ({COLUMNS}, idempotency_key) SELECT {values} FROM r"
         "  WHERE r.room_held IS NULL AND r.room_principal < %s AND r.room_tenant < %s AND r.room_made < %s"
         "  RETURNING 1)"
         " SELECT r.room_tenant, r.room_principal, r.room_made, r.room_oldest, r.room_held,"
-        " (SELECT COUNT(*) FROM ins) FROM r"
+        f" (SELECT COUNT(*) FROM ins){notify} FROM r"
     )
 
 
@@ -177,7 +177,7 @@ def _create_params(
 
 def _refuse_uncounted(counted: tuple[Any, ...], quota: TaskQuota, now_ms: int) -> None:
     """The refusal a counted insert that inserted nothing stands for (nothing when it inserted)."""
-    tenant, principal, made, oldest, _held, inserted = counted
+    tenant, principal, made, oldest, _held, inserted = counted[:6]
     if inserted:
         return
     if principal >= quota.active_per_principal:
@@ -244,45 +244,6 @@ class _TerminalRows:
         self._bytes -= size
 
 
-CREATED_SIGNAL_SPACING_SECONDS = 0.01
-"""The least time between two `aml_tasks_created` signals of one process. Each signal wakes every
-idle worker to a claim, and one claim takes every task waiting; so under load one signal per 10 ms
-serves as well as one per create, at a fraction of the statements (a create alone is signalled at
-once)."""
-
-
-class _CreatedSignal:
-    """`NOTIFY aml_tasks_created` after creates commit, coalesced: one at a time per process, at
-    most one per `CREATED_SIGNAL_SPACING_SECONDS`, and one more after it when creates committed
-    meanwhile.
-
-    Not in the creating transaction: PostgreSQL serializes every NOTIFYing commit of the whole
-    server through its WAL flush (a lock held until the commit record is on disk), so creates that
-    signal inside their transaction commit one after the other and never share a flush. A signal
-    lost between the commit and the NOTIFY (a crash, a dropped connection) only delays the start
-    until the workers' claim poll (`claim_interval_ms`)."""
-
-    def __init__(self, database: PostgresDatabase) -> None:
-        self._db = database
-        self._pending = False
-        self._sending: asyncio.Task[None] | None = None
-
-    def send(self) -> None:
-        self._pending = True
-        if self._sending is None or self._sending.done():
-            self._sending = asyncio.get_running_loop().create_task(self._send_pending())
-
-    async def _send_pending(self) -> None:
-        while self._pending:
-            self._pending = False
-            try:
-                await self._db.execute("SELECT pg_notify(%s, '')", (self._db.channel(CREATED_CHANNEL),))
-            except Exception as exc:  # the claim poll is the backstop
-                logger.debug("could not signal created tasks (%s); workers claim them at their poll", exc)
-                return
-            await asyncio.sleep(CREATED_SIGNAL_SPACING_SECONDS)
-
-
 def _in_lock_order(where: str) -> str:
     """The ids of the tasks `where` selects, their rows locked in task-id order: the order a group of
     outcome writes locks its rows in (`postgres_grouped.py`), so the two never deadlock."""
@@ -317,7 +278,7 @@ class PostgresTaskStore:
 
     def __init__(self, database: PostgresDatabase) -> None:
         self._db = database
-        self._created = _CreatedSignal(database)
+        self._created = CreatedSignal(database)
         self._terminal = _TerminalRows()
         self._creates = self._grouped()
         self._outcomes = self._grouped()
@@ -379,13 +340,17 @@ class PostgresTaskStore:
         row = (*task_row(task, DIALECT), idempotency_key)
         values = ", ".join(["%s"] * len(row))
         order = tenant_lock_name(task.owner)
+        carried = self._created.due() if task.lease_holder is None else None
+        signal = () if carried is None else (self._created.channel,)
         if quota is None and idempotency_key is None:
             insert = f"INSERT INTO tasks ({COLUMNS}, idempotency_key) VALUES ({values})"  # noqa: S608
-            await self._creates.execute(order, insert, row)
-            self._stored(task)
+            if carried is not None:
+                insert += " RETURNING pg_notify(%s, '')"
+            await self._creates.execute(order, insert, (*row, *signal))
+            self._stored(task, carried)
             return task
-        params = _create_params(task, quota, idempotency_key, row)
-        [counted] = await self._creates.execute(order, _create_statement(values), params)
+        params = (*_create_params(task, quota, idempotency_key, row), *signal)
+        [counted] = await self._creates.execute(order, _create_statement(values, bool(signal)), params)
         held = counted[_HELD]
         if held is not None:
             rows = await self._run(
@@ -397,13 +362,14 @@ class PostgresTaskStore:
             return await self.create(task, quota, idempotency_key=idempotency_key)  # swept meanwhile
         if quota is not None:
             _refuse_uncounted(counted, quota, task.created_at)
-        self._stored(task)
+        self._stored(task, carried)
         return task
 
-    def _stored(self, task: TaskRecord) -> None:
-        """A new task committed: wake idle workers if it is left for any runner to claim."""
+    def _stored(self, task: TaskRecord, carried: Carried | None) -> None:
+        """A new task committed: idle workers are woken if it is left for any runner to claim (by
+        the signal it carried, or by one to come)."""
         if task.lease_holder is None:
-            self._created.send()
+            self._created.committed(carried)
 
     async def find(self, task_id: str, owner: Owner, now_ms: int) -> TaskRecord | None:
         if not findable(task_id, owner):
