@@ -21,8 +21,8 @@ once:
 - Idempotency keys: a keyed create takes the same lock, then looks the key up (owner and key, the
   unique index's columns) before it counts or inserts, so creates racing with one key on any number
   of replicas store one task, and a repeat is answered from the row the first one committed.
-- A task left for any runner (unleased) wakes idle workers with `NOTIFY aml_tasks_created` after
-  its commit, coalesced (`_CreatedSignal`); the claim poll is the backstop.
+- A task left for any runner (unleased) wakes idle workers with `NOTIFY aml_tasks_created` at or
+  after its commit, coalesced (`postgres_signal.py`); the claim poll is the backstop.
 - `claim` selects in a `MATERIALIZED` CTE with `FOR UPDATE SKIP LOCKED`, then updates the rows it
   locked. The `IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` form may run its subquery more than
   once and claim more than `n` rows; the materialized CTE runs exactly once.
