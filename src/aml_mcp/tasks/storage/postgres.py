@@ -341,11 +341,10 @@ class PostgresTaskStore:
         values = ", ".join(["%s"] * len(row))
         order = tenant_lock_name(task.owner)
         carried = self._created.due() if task.lease_holder is None else None
-        signal = () if carried is None else (self._created.channel,)
+        signal = () if carried is None else (self._created.channel,)  # the last parameter, if any
         if quota is None and idempotency_key is None:
-            insert = f"INSERT INTO tasks ({COLUMNS}, idempotency_key) VALUES ({values})"  # noqa: S608
-            if carried is not None:
-                insert += " RETURNING pg_notify(%s, '')"
+            notify = " RETURNING pg_notify(%s, '')" if signal else ""
+            insert = f"INSERT INTO tasks ({COLUMNS}, idempotency_key) VALUES ({values}){notify}"  # noqa: S608
             await self._creates.execute(order, insert, (*row, *signal))
             self._stored(task, carried)
             return task
