@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -85,6 +86,36 @@ def test_metrics_are_served_on_their_own_loopback_listener_and_not_on_the_public
     assert status == 0, server.stderr()
     assert "aml-mcp stopped (SIGTERM)" in server.stderr()
     assert "Traceback" not in server.stderr()
+
+
+def test_scrapes_that_wait_for_the_shared_pool_all_answer(tmp_path: Path) -> None:
+    """On PostgreSQL each scrape reads the task counts through the app's own pool (4 connections).
+    Twenty-four scrapes at once, beside readiness probes on the public port, make them queue for a
+    connection: the pool's lock then belongs to the loop that waits on it, so a listener on any
+    other loop would answer 500 ("bound to a different event loop"). All of them answer 200."""
+    with scratch_schema() as (url, schema):
+        env = {**SMALL_DEMO, "AML_MCP_DATABASE_URL": url, "AML_MCP_DATABASE_SCHEMA": schema}
+        args = ["serve", "--data-dir", str(tmp_path / "data"), "--metrics-port", "0"]
+        server = AnnouncedServer(args, env=env).start()
+        try:
+            assert server.metrics is not None
+            metrics = server.metrics
+            with httpx.Client(timeout=30, limits=httpx.Limits(max_connections=32)) as client:
+
+                def scrape(n: int) -> int:
+                    if n % 4 == 3:
+                        return client.get(f"{server.base}/readyz").status_code
+                    response = client.get(metrics)
+                    has_counts = ("aml_mcp_tasks", (("status", "working"),)) in samples(response.text)
+                    return response.status_code if has_counts else -response.status_code
+
+                with ThreadPoolExecutor(max_workers=24) as pool:
+                    answers = list(pool.map(scrape, range(240)))
+            assert answers == [200] * 240, sorted(set(answers))
+        finally:
+            status = server.stop(signal.SIGTERM)
+        assert status == 0, server.stderr()
+        assert "Traceback" not in server.stderr() and "different event loop" not in server.stderr()
 
 
 def test_without_a_metrics_port_there_is_no_metrics_listener(tmp_path: Path) -> None:

@@ -33,7 +33,6 @@ from aml_mcp.store.postgres import PostgresDatabase
 from aml_mcp.tasks.settings import TaskSettings
 from tests.isolation.oracle import Oracle, Report, RouteUnit, Seed, route_units, uncovered
 from tests.isolation.seeding import Banks, Mint, notes_for, seed_tasks
-from tests.support.live_server import LiveServer
 from tests.support.mcp_http import call_tool, message, post
 from tests.support.oauth import SecuredServer, secured_server
 from tests.support.postgres import scratch_schema
@@ -107,10 +106,15 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             assert ingest_into(tenant, path) == 0
         with (
             secured_server(
-                work / "data", None, dev=True, real_socket=True, aml=AML, tasks=TASKS, **shared
-            ) as server,  # type: ignore[arg-type]
-            LiveServer(server.served.app.target.state.metrics_app) as metrics,  # type: ignore[attr-defined]
-            httpx.Client(base_url=metrics.url, timeout=15) as metrics_http,
+                work / "data",
+                None,  # type: ignore[arg-type]
+                dev=True,
+                real_socket=True,
+                aml=AML,
+                tasks=TASKS,
+                **shared,
+            ) as server,
+            httpx.Client(base_url=server.metrics_url, timeout=15) as metrics_http,
         ):
             mint = _mint(server)
             seed, callers = seed_tasks(server.http, mint, BANKS, notes)

@@ -279,6 +279,12 @@ class SecuredServer:
     def port(self) -> int:
         return self.served.port
 
+    @property
+    def metrics_url(self) -> str:
+        """The metrics listener's base URL; only a `real_socket` server has one, on the app's own loop."""
+        assert isinstance(self.served, LiveServer) and self.served.beside_url is not None
+        return self.served.beside_url
+
     def client(self) -> httpx.Client:
         """A new client of this server with cookies of its own (e.g. a browser tab for `approve`)."""
         if isinstance(self.served, InProcessServer):
@@ -400,8 +406,8 @@ def secured_server(
 
     In-process unless `real_socket`, which serves it with uvicorn on 127.0.0.1 (a random port).
     """
-    shim = _Deferred()
-    live = LiveServer(shim) if real_socket else None  # type: ignore[arg-type]
+    shim, metrics = _Deferred(), _Deferred()
+    live = LiveServer(shim, beside=metrics) if real_socket else None
     settings = Settings(
         host="127.0.0.1",
         port=live.port if live is not None else DEFAULT_PORT,
@@ -417,7 +423,7 @@ def secured_server(
                 served=served, settings=settings, issuer=issuer, http=http, audit_log=app.state.audit
             )
         return
-    shim.target = app
+    shim.target, metrics.target = app, app.state.metrics_app
     with live, httpx.Client(base_url=live.url, timeout=15) as http:
         yield SecuredServer(
             served=live, settings=settings, issuer=issuer, http=http, audit_log=app.state.audit
