@@ -112,7 +112,7 @@ def surfaces(
         contextlib.ExitStack() as stack,
         secured_server(
             tmp_path_factory.mktemp("d10"),
-            None,  # type: ignore[arg-type]
+            None,
             issuer=issuer,
             auth=auth_settings([issuer], dev=True, audit_fail_open=True),
             real_socket=True,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -41,10 +42,10 @@ def aml(
 ) -> Iterator[AmlClient]:
     with PostgresNotes(PostgresDatabase(private_postgres.url, schema=SCHEMA)) as store:
         load_demo_if_empty(SETTINGS, tmp_path_factory.mktemp("unused"), store=store)
-    shared = {"database_url": private_postgres.url, "database_schema": SCHEMA, "tasks": TASKS}
+    shared: dict[str, Any] = {"database_url": private_postgres.url, "database_schema": SCHEMA, "tasks": TASKS}
     with secured_server(
         tmp_path_factory.mktemp("d1"),
-        None,  # type: ignore[arg-type]
+        None,
         issuer=issuer,
         aml=SETTINGS,
         real_socket=True,

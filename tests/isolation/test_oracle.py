@@ -106,13 +106,7 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             assert ingest_into(tenant, path) == 0
         with (
             secured_server(
-                work / "data",
-                None,  # type: ignore[arg-type]
-                dev=True,
-                real_socket=True,
-                aml=AML,
-                tasks=TASKS,
-                **shared,
+                work / "data", None, dev=True, real_socket=True, aml=AML, tasks=TASKS, **shared
             ) as server,
             httpx.Client(base_url=server.metrics_url, timeout=15) as metrics_http,
         ):

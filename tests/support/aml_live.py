@@ -28,7 +28,7 @@ def live_aml_server(data_dir: Path, issuer: TestIssuer, demo: Path, **aml: Any) 
     settings = AmlSettings(demo_notes_per_tenant=NOTES_PER_BANK, **aml)
     with secured_server(
         data_dir,
-        None,  # type: ignore[arg-type]
+        None,
         issuer=issuer,
         aml=settings,
         tasks=FAST_TASKS,

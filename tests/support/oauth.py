@@ -394,7 +394,7 @@ def auth_settings(issuers: Sequence[TestIssuer] = (), *, dev: bool = False, **ov
 @contextlib.contextmanager
 def secured_server(
     data_dir: Path,
-    catalog: Catalog,
+    catalog: Catalog | None,
     *,
     issuer: TestIssuer | None = None,
     dev: bool = False,
@@ -402,7 +402,7 @@ def secured_server(
     real_socket: bool = False,
     **settings_overrides: Any,
 ) -> Iterator[SecuredServer]:
-    """Serve `catalog` with authentication on, trusting `issuer` and/or the dev server.
+    """Serve `catalog` (None: the AML tools) with authentication on, trusting `issuer` and/or the dev server.
 
     In-process unless `real_socket`, which serves it with uvicorn on 127.0.0.1 (a random port).
     """

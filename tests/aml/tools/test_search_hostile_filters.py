@@ -53,10 +53,10 @@ def servers(
         with (
             secured_server(
                 sqlite_dir, None, issuer=issuer, aml=SETTINGS, tasks=FAST_TASKS, real_socket=True
-            ) as on_sqlite,  # type: ignore[arg-type]
+            ) as on_sqlite,
             secured_server(
                 tmp_path_factory.mktemp("hostile-postgres"),
-                None,  # type: ignore[arg-type]
+                None,
                 issuer=issuer,
                 aml=SETTINGS,
                 tasks=FAST_TASKS,

@@ -36,10 +36,10 @@ def replicas(
         with PostgresNotes(PostgresDatabase(url, schema=schema)) as store:
             loaded = load_demo_if_empty(SETTINGS, tmp_path_factory.mktemp("unused"), store=store)
             assert loaded == {t.name: NOTES_PER_BANK for t in TENANTS}
-        shared = {"database_url": url, "database_schema": schema, "tasks": FAST_TASKS}
+        shared: dict[str, Any] = {"database_url": url, "database_schema": schema, "tasks": FAST_TASKS}
         with (
-            secured_server(tmp_path_factory.mktemp("a"), None, issuer=issuer, aml=SETTINGS, **shared) as a,  # type: ignore[arg-type]
-            secured_server(tmp_path_factory.mktemp("b"), None, issuer=issuer, aml=SETTINGS, **shared) as b,  # type: ignore[arg-type]
+            secured_server(tmp_path_factory.mktemp("a"), None, issuer=issuer, aml=SETTINGS, **shared) as a,
+            secured_server(tmp_path_factory.mktemp("b"), None, issuer=issuer, aml=SETTINGS, **shared) as b,
         ):
             yield AmlClient(a), AmlClient(b), url, schema
 
